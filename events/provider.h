@@ -1,0 +1,64 @@
+// The Service Provider model (SPEC §3.1) and its validation. Shared by the HTTP handlers and the
+// registrar, so a registration over HTTP and one over Kafka pass exactly the same checks.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/common/json_writer.h"
+#include "src/common/result.h"
+
+namespace dcm {
+
+inline constexpr size_t kMaxMetadataBytes = 64 * 1024;
+inline constexpr size_t kMaxDisplayNameLength = 256;
+inline constexpr std::string_view kDefaultSchemaVersion = "v1alpha1";
+
+// What a registration or a full update (PUT) sets. Unknown request fields are dropped.
+struct ProviderSpec {
+  std::string name;
+  std::string display_name;
+  std::string endpoint;
+  std::string service_type;
+  std::string schema_version = std::string(kDefaultSchemaVersion);
+  std::vector<std::string> operations;  // lower-cased, de-duplicated, in request order
+  std::string metadata = "{}";          // minified JSON object
+
+  bool operator==(const ProviderSpec&) const = default;
+};
+
+// A provider as the registry and the registrar keep it.
+struct Provider {
+  std::string id;
+  ProviderSpec spec;
+  std::string create_time;  // RFC 3339 ms
+  std::string update_time;
+  int64_t seq = 0;  // the registrar's decision sequence that produced this state (see registrar)
+
+  bool operator==(const Provider&) const = default;
+};
+
+// Validates a request body (snake_case, or the seeds' camelCase: serviceType, displayName,
+// schemaVersion). Every bad field is reported (kInvalidArgument with `fields`).
+Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element body,
+                                       const std::vector<std::string>& service_types);
+
+// `id` from `?id=`: a lowercase DNS label (1–63) or a UUID. Returns an error message or "".
+std::string ValidateProviderId(std::string_view id);
+std::string ValidateProviderName(std::string_view name);
+
+// The stored/event form: {id,name,display_name,endpoint,service_type,schema_version,operations,
+// metadata,create_time,update_time,seq}.
+void WriteProvider(JsonWriter& w, const Provider& provider);
+std::string EncodeProvider(const Provider& provider);
+Result<Provider> ReadProvider(simdjson::dom::element element);
+Result<Provider> DecodeProvider(std::string_view json);
+
+// Writes the spec's fields into an open object (no braces).
+void WriteProviderSpecFields(JsonWriter& w, const ProviderSpec& spec);
+
+}  // namespace dcm

@@ -1,0 +1,274 @@
+#include "events/provider_events.h"
+
+#include "events/json_read.h"
+#include "src/common/json_writer.h"
+#include "src/common/time_format.h"
+#include "src/common/uuid.h"
+
+namespace dcm {
+namespace {
+
+const char* OutcomeType(OutcomeKind kind) {
+  switch (kind) {
+    case OutcomeKind::kRegistered: return event_type::kRegistered;
+    case OutcomeKind::kUpdated: return event_type::kUpdated;
+    case OutcomeKind::kIdChanged: return event_type::kIdChanged;
+    case OutcomeKind::kDeleted: return event_type::kDeleted;
+    case OutcomeKind::kRejected: return event_type::kRejected;
+  }
+  return "";
+}
+
+Result<RequestKind> ParseRequestKind(std::string_view text) {
+  for (auto kind : {RequestKind::kRegister, RequestKind::kUpdate, RequestKind::kChangeId,
+                    RequestKind::kDelete}) {
+    if (text == RequestKindName(kind)) return kind;
+  }
+  return MakeError(ErrorCode::kCorruption, "unknown request_type '" + std::string(text) + "'");
+}
+
+Status CheckVersion(const CloudEvent& event) {
+  if (event.schema_version > kProviderEventSchemaVersion) {
+    return MakeError(ErrorCode::kCorruption,
+                     "schemaversion " + std::to_string(event.schema_version) + " of " + event.type +
+                         " is newer than this build understands");
+  }
+  return OkStatus();
+}
+
+std::string StringMember(simdjson::dom::object object, std::string_view key,
+                         std::string_view alt = {}) {
+  auto value = Member(object, key, alt);
+  std::string_view text;
+  if (value && !value->get(text)) return std::string(text);
+  return "";
+}
+
+// Reads an optional string id field of a request; a non-string is a validation error.
+Status ReadIdField(simdjson::dom::object data, std::string_view key, std::string* out,
+                   bool required) {
+  auto value = Member(data, key);
+  if (!value || value->is_null()) {
+    if (required) {
+      return MakeError(ErrorCode::kInvalidArgument, std::string(key) + " is required",
+                       {{std::string(key), "is required"}});
+    }
+    return OkStatus();
+  }
+  std::string_view text;
+  if (value->get(text)) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(key) + " must be a string",
+                     {{std::string(key), "must be a string"}});
+  }
+  out->assign(text);
+  if (auto why = ValidateProviderId(*out); !why.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(key) + " " + why,
+                     {{std::string(key), why}});
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+const char* RequestKindName(RequestKind kind) {
+  switch (kind) {
+    case RequestKind::kRegister: return "register";
+    case RequestKind::kUpdate: return "update";
+    case RequestKind::kChangeId: return "change_id";
+    case RequestKind::kDelete: return "delete";
+  }
+  return "";
+}
+
+bool IsProviderOutcomeType(std::string_view type) {
+  return type == event_type::kRegistered || type == event_type::kUpdated ||
+         type == event_type::kIdChanged || type == event_type::kDeleted ||
+         type == event_type::kRejected;
+}
+
+std::string OutcomeEventId(const std::string& request_id) {
+  return DeterministicUuid("outcome:" + request_id);
+}
+
+CloudEvent EncodeProviderRequest(const ProviderRequest& r, const std::string& source,
+                                 int64_t now_millis) {
+  CloudEvent e;
+  e.id = r.request_id.empty() ? NewUuidV4() : r.request_id;
+  e.source = source;
+  e.time = FormatRfc3339Millis(now_millis);
+  e.schema_version = kProviderEventSchemaVersion;
+  JsonWriter w;
+  w.BeginObject();
+  switch (r.kind) {
+    case RequestKind::kRegister:
+      e.type = event_type::kRegistrationRequested;
+      e.subject = r.id.empty() ? r.spec.name : r.id;
+      if (!r.id.empty()) w.Field("id", r.id);
+      WriteProviderSpecFields(w, r.spec);
+      break;
+    case RequestKind::kUpdate:
+      e.type = event_type::kUpdateRequested;
+      e.subject = r.id;
+      w.Field("id", r.id);
+      WriteProviderSpecFields(w, r.spec);
+      break;
+    case RequestKind::kChangeId:
+      e.type = event_type::kIdChangeRequested;
+      e.subject = r.id;
+      w.Field("id", r.id);
+      w.Field("new_id", r.new_id);
+      break;
+    case RequestKind::kDelete:
+      e.type = event_type::kDeletionRequested;
+      e.subject = r.id;
+      w.Field("id", r.id);
+      w.Field("force", r.force);
+      break;
+  }
+  w.EndObject();
+  e.data = w.Take();
+  return e;
+}
+
+Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
+                                              const std::vector<std::string>& service_types) {
+  ProviderRequest r;
+  if (event.type == event_type::kRegistrationRequested) r.kind = RequestKind::kRegister;
+  else if (event.type == event_type::kUpdateRequested) r.kind = RequestKind::kUpdate;
+  else if (event.type == event_type::kIdChangeRequested) r.kind = RequestKind::kChangeId;
+  else if (event.type == event_type::kDeletionRequested) r.kind = RequestKind::kDelete;
+  else return MakeError(ErrorCode::kCorruption, "not a provider request type: " + event.type);
+  RETURN_IF_ERROR(CheckVersion(event));
+  r.request_id = event.id;
+  r.requested_by = event.source;
+  auto parsed = ParseJson(event.data);
+  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
+  simdjson::dom::object data;
+  if (parsed->get(data)) return MakeError(ErrorCode::kCorruption, "data is not an object");
+  switch (r.kind) {
+    case RequestKind::kRegister: {
+      RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/false));
+      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(*parsed, service_types));
+      break;
+    }
+    case RequestKind::kUpdate: {
+      RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/true));
+      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(*parsed, service_types));
+      break;
+    }
+    case RequestKind::kChangeId:
+      RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/true));
+      RETURN_IF_ERROR(ReadIdField(data, "new_id", &r.new_id, /*required=*/true));
+      break;
+    case RequestKind::kDelete: {
+      RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/true));
+      if (auto force = Member(data, "force")) {
+        bool value = false;
+        if (!force->get(value)) r.force = value;
+      }
+      break;
+    }
+  }
+  return r;
+}
+
+CloudEvent EncodeProviderOutcome(const ProviderOutcome& o, const std::string& source,
+                                 int64_t now_millis) {
+  CloudEvent e;
+  e.id = OutcomeEventId(o.request_id);
+  e.source = source;
+  e.type = OutcomeType(o.kind);
+  e.time = FormatRfc3339Millis(now_millis);
+  e.schema_version = kProviderEventSchemaVersion;
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("request_id", o.request_id);
+  w.Field("seq", o.seq);
+  if (o.kind == OutcomeKind::kRejected) {
+    e.subject = !o.attempted_id.empty() ? o.attempted_id : o.attempted_name;
+    w.Field("request_type", RequestKindName(o.request_kind));
+    w.Field("status", o.status);
+    w.Field("detail", o.detail);
+    if (!o.attempted_name.empty()) w.Field("name", o.attempted_name);
+    if (!o.attempted_id.empty()) w.Field("id", o.attempted_id);
+    if (!o.errors.empty()) {
+      w.Key("errors");
+      w.BeginArray();
+      for (const auto& err : o.errors) {
+        w.BeginObject();
+        w.Field("field", err.field);
+        w.Field("message", err.message);
+        w.EndObject();
+      }
+      w.EndArray();
+    }
+    if (o.conflict) {
+      w.Key("conflict");
+      w.BeginObject();
+      w.Field("id", o.conflict->id);
+      w.Field("name", o.conflict->name);
+      w.EndObject();
+    }
+  } else {
+    e.subject = o.kind == OutcomeKind::kIdChanged ? o.old_id : o.provider.id;
+    if (o.kind == OutcomeKind::kIdChanged) w.Field("old_id", o.old_id);
+    w.Key("provider");
+    WriteProvider(w, o.provider);
+  }
+  w.EndObject();
+  e.data = w.Take();
+  return e;
+}
+
+Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event) {
+  ProviderOutcome o;
+  if (event.type == event_type::kRegistered) o.kind = OutcomeKind::kRegistered;
+  else if (event.type == event_type::kUpdated) o.kind = OutcomeKind::kUpdated;
+  else if (event.type == event_type::kIdChanged) o.kind = OutcomeKind::kIdChanged;
+  else if (event.type == event_type::kDeleted) o.kind = OutcomeKind::kDeleted;
+  else if (event.type == event_type::kRejected) o.kind = OutcomeKind::kRejected;
+  else return MakeError(ErrorCode::kCorruption, "not a provider outcome type: " + event.type);
+  RETURN_IF_ERROR(CheckVersion(event));
+  auto parsed = ParseJson(event.data);
+  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
+  simdjson::dom::object data;
+  if (parsed->get(data)) return MakeError(ErrorCode::kCorruption, "data is not an object");
+  o.request_id = StringMember(data, "request_id");
+  if (auto seq = Member(data, "seq")) {
+    int64_t v = 0;
+    if (!seq->get(v)) o.seq = v;
+  }
+  if (o.kind == OutcomeKind::kRejected) {
+    ASSIGN_OR_RETURN(o.request_kind, ParseRequestKind(StringMember(data, "request_type")));
+    if (auto status = Member(data, "status")) {
+      int64_t v = 0;
+      if (!status->get(v)) o.status = static_cast<int>(v);
+    }
+    o.detail = StringMember(data, "detail");
+    o.attempted_name = StringMember(data, "name");
+    o.attempted_id = StringMember(data, "id");
+    if (auto errors = Member(data, "errors"); errors && errors->is_array()) {
+      for (auto item : simdjson::dom::array(*errors)) {
+        if (!item.is_object()) continue;
+        o.errors.push_back({StringMember(item, "field"), StringMember(item, "message")});
+      }
+    }
+    if (auto conflict = Member(data, "conflict"); conflict && conflict->is_object()) {
+      o.conflict = ConflictRef{StringMember(*conflict, "id"), StringMember(*conflict, "name")};
+    }
+    if (o.status < 400 || o.status > 499) {
+      return MakeError(ErrorCode::kCorruption, "rejected outcome without a 4xx status");
+    }
+    return o;
+  }
+  auto provider = Member(data, "provider");
+  if (!provider) return MakeError(ErrorCode::kCorruption, "outcome has no provider");
+  ASSIGN_OR_RETURN(o.provider, ReadProvider(*provider));
+  if (o.kind == OutcomeKind::kIdChanged) {
+    o.old_id = StringMember(data, "old_id");
+    if (o.old_id.empty()) return MakeError(ErrorCode::kCorruption, "id_changed has no old_id");
+  }
+  return o;
+}
+
+}  // namespace dcm

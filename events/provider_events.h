@@ -1,0 +1,98 @@
+// Provider commands (on dcm.provider-requests) and their outcomes (on dcm.providers).
+// Catalogue with examples: docs/events.md; golden files: events/golden/.
+//
+//   SP / HTTP handler ──registration_requested──▶ dcm.provider-requests (1 partition)
+//                       update_requested            │ one registrar decides, in total order
+//                       id_change_requested         ▼
+//                       deletion_requested      dcm.providers ◀── registered | updated |
+//                                                                 id_changed | deleted | rejected
+// Every outcome carries the request's event id (`request_id`) and the registrar's decision
+// sequence `seq` (the request's offset), which makes applying it idempotent and order-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/cloud_event.h"
+#include "events/provider.h"
+#include "src/common/result.h"
+
+namespace dcm {
+
+namespace event_type {
+inline constexpr char kRegistrationRequested[] = "dcm.provider.registration_requested";
+inline constexpr char kUpdateRequested[] = "dcm.provider.update_requested";
+inline constexpr char kIdChangeRequested[] = "dcm.provider.id_change_requested";
+inline constexpr char kDeletionRequested[] = "dcm.provider.deletion_requested";
+inline constexpr char kRegistered[] = "dcm.provider.registered";
+inline constexpr char kUpdated[] = "dcm.provider.updated";
+inline constexpr char kIdChanged[] = "dcm.provider.id_changed";
+inline constexpr char kDeleted[] = "dcm.provider.deleted";
+inline constexpr char kRejected[] = "dcm.provider.rejected";
+}  // namespace event_type
+
+// The newest `schemaversion` of each provider event's data. Decoders accept 1..current.
+inline constexpr int kProviderEventSchemaVersion = 1;
+
+enum class RequestKind { kRegister, kUpdate, kChangeId, kDelete };
+const char* RequestKindName(RequestKind kind);  // "register", "update", "change_id", "delete"
+
+struct ProviderRequest {
+  RequestKind kind = RequestKind::kRegister;
+  std::string request_id;        // the request event's id
+  std::string id;                // register: optional; others: the target provider
+  ProviderSpec spec;             // register, update
+  std::string new_id;            // change_id
+  bool force = false;            // delete
+  std::string requested_by;      // the request event's source
+};
+
+// Builds the request event (new random id, `source`, `time` = now).
+CloudEvent EncodeProviderRequest(const ProviderRequest& request, const std::string& source,
+                                 int64_t now_millis);
+
+// Decodes a request event. kCorruption: not a provider request at all (dead-letter it).
+// kInvalidArgument (with fields): a request whose data fails validation (reject it, 400).
+Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
+                                              const std::vector<std::string>& service_types);
+
+enum class OutcomeKind { kRegistered, kUpdated, kIdChanged, kDeleted, kRejected };
+
+struct ConflictRef {
+  std::string id;
+  std::string name;
+  bool operator==(const ConflictRef&) const = default;
+};
+
+struct ProviderOutcome {
+  OutcomeKind kind = OutcomeKind::kRejected;
+  std::string request_id;
+  int64_t seq = 0;
+  Provider provider;   // registered, updated, id_changed: the state after; deleted: the state before
+  std::string old_id;  // id_changed
+  // rejected:
+  RequestKind request_kind = RequestKind::kRegister;
+  int status = 0;  // the HTTP status the request gets: 400, 404, 409
+  std::string detail;
+  std::vector<FieldError> errors;
+  std::optional<ConflictRef> conflict;
+  std::string attempted_name;
+  std::string attempted_id;
+
+  bool operator==(const ProviderOutcome&) const = default;
+};
+
+// Outcome event ids are derived from the request id, so re-deciding a request after a crash
+// produces the same event (projections drop the duplicate).
+std::string OutcomeEventId(const std::string& request_id);
+
+CloudEvent EncodeProviderOutcome(const ProviderOutcome& outcome, const std::string& source,
+                                 int64_t now_millis);
+// kCorruption for events that are not provider outcomes or are malformed.
+Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event);
+
+bool IsProviderOutcomeType(std::string_view type);
+
+}  // namespace dcm

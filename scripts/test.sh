@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, builds everything with -Werror, checks
+# formatting and runs the whole suite (unit, integration on the embedded mock Kafka, e2e).
+# Set KAFKA_BROKERS=host:9092 to also run the Kafka tests against a real broker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+./scripts/check-format.sh
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" --timeout 300 "$@"

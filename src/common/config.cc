@@ -1,0 +1,41 @@
+#include "src/common/config.h"
+
+namespace dcm {
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    const auto first = item.find_first_not_of(" \t");
+    const auto last = item.find_last_not_of(" \t");
+    if (first != std::string::npos) out.push_back(item.substr(first, last - first + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+Status ValidateConfig(const Config& c) {
+  if (c.listen.find(':') == std::string::npos) {
+    return MakeError(ErrorCode::kInvalidArgument, "--listen must be HOST:PORT, got '" + c.listen + "'");
+  }
+  if (!c.dev && c.kafka_brokers.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "no Kafka: pass --kafka-brokers (or KAFKA_BROKERS), or --dev for the embedded "
+                     "in-memory cluster");
+  }
+  if (c.service_types.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "SERVICE_TYPES must name at least one type");
+  }
+  if (c.partitions < 1 || c.partitions > 1024) {
+    return MakeError(ErrorCode::kInvalidArgument, "--partitions must be 1..1024");
+  }
+  if (c.topics.prefix.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "--topic-prefix must not be empty");
+  }
+  return OkStatus();
+}
+
+}  // namespace dcm

@@ -1,0 +1,65 @@
+// Config: every setting of `dcm serve`, with its unit, meaning and why the default was chosen.
+// Flags and environment variables are bound in src/cli (SPEC §2); this struct is plain data so
+// every component can take the part it needs.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "src/common/result.h"
+
+namespace dcm {
+
+// Topic names, all under one configurable prefix (SPEC §4). Defaults give `dcm.providers` etc.
+struct Topics {
+  std::string prefix = "dcm.";
+  std::string ProviderRequests() const { return prefix + "provider-requests"; }
+  std::string Providers() const { return prefix + "providers"; }
+  std::string Status() const { return prefix + "status"; }
+  std::string DeadLetter() const { return prefix + "dead-letter"; }
+};
+
+struct Config {
+  // HOST:PORT for the HTTP API (env BIND_ADDRESS). Loopback by default: exposing the API is a
+  // deliberate act.
+  std::string listen = "127.0.0.1:8080";
+  // Where RocksDB keeps projections and their consumed offsets. Empty in dev mode means a fresh
+  // temporary directory.
+  std::string data_dir = "./data";
+  // Comma-separated bootstrap servers (env KAFKA_BROKERS). Empty with --dev: embedded mock.
+  std::string kafka_brokers;
+  bool dev = false;
+  Topics topics;
+  // Admin-predefined service types (env SERVICE_TYPES), SPEC §3.1.
+  std::vector<std::string> service_types = {"vm",      "container", "database",
+                                            "cluster", "storage",   "network"};
+  // Partitions of the entity topics (dcm.providers, dcm.status). 12 spreads keys over two to
+  // twelve instances; dcm.provider-requests always has exactly one (SPEC §4).
+  int partitions = 12;
+  // Replication factor for topics created through the Admin API (real brokers only).
+  int replication_factor = 1;
+  // How long a mutating HTTP call waits for its outcome to be applied locally before answering
+  // 503. Registrar failover on a real cluster takes a session timeout; 10 s covers most.
+  std::chrono::milliseconds decision_timeout{10000};
+  // Kafka consumer-group session timeout for the registrar group, in ms. Failover of the single
+  // decider takes about this long. 10 s is a middle ground between quick failover and false
+  // alarms on a loaded machine; tests lower it (the mock needs >= 3000).
+  int group_session_timeout_ms = 10000;
+  // Consumer fetch long-poll in ms. The mock answers empty fetches only after the full wait, so
+  // dev mode uses 10; real brokers answer as soon as data arrives, so 100 costs nothing there.
+  int fetch_wait_max_ms = 100;
+  // HTTP worker threads (one io_context each). 0 = number of cores.
+  int http_threads = 0;
+  std::string log_level = "info";
+  // Identity of this instance in logs, /admin/info and event `source`s. Default: host:port.
+  std::string instance_id;
+};
+
+// Parses a comma-separated list, trimming blanks and dropping empty items.
+std::vector<std::string> SplitList(const std::string& text);
+
+// Checks values that flags alone cannot (startup config errors are fatal, with this message).
+Status ValidateConfig(const Config& config);
+
+}  // namespace dcm

@@ -1,0 +1,46 @@
+// The HTTP boundary as plain data. Handlers see only these types (no Beast), so they are pure
+// functions that tests call without sockets (STYLE: handler / params / render split).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dcm::http {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // raw request target, e.g. "/api/v1alpha1/providers?type=vm"
+  std::string path;    // percent-decoded path without the query, e.g. "/api/v1alpha1/providers"
+  std::multimap<std::string, std::string> query;  // percent-decoded query parameters
+  std::map<std::string, std::string> headers;     // lower-cased names
+  std::string body;
+
+  // First value of a query parameter, or nullptr.
+  const std::string* Query(const std::string& name) const {
+    auto it = query.find(name);
+    return it == query.end() ? nullptr : &it->second;
+  }
+  const std::string* Header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? nullptr : &it->second;
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Location, ...)
+};
+
+// Called exactly once per request, from any thread.
+using Respond = std::function<void(HttpResponse)>;
+
+// A handler answers at once (calls respond before returning) or later (keeps `respond` and calls
+// it from another thread, e.g. after a Kafka outcome is applied). Must not throw.
+using Handler = std::function<void(HttpRequest, Respond)>;
+
+}  // namespace dcm::http
