@@ -1,0 +1,330 @@
+#include "consumers/kafka.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <future>
+
+#include "src/common/log.h"
+
+namespace dcm {
+namespace {
+
+Status SetConf(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof(errstr)) !=
+      RD_KAFKA_CONF_OK) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "kafka config " + name + "=" + value + ": " + errstr);
+  }
+  return OkStatus();
+}
+
+Result<rd_kafka_conf_t*> NewConf(const KafkaOptions& options,
+                                 const std::map<std::string, std::string>& settings) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  std::map<std::string, std::string> all = {
+      {"bootstrap.servers", options.brokers},
+      {"client.id", options.client_id},
+      {"log.connection.close", "false"},
+      {"reconnect.backoff.max.ms", "1000"},
+  };
+  for (const auto& [k, v] : settings) all[k] = v;
+  for (const auto& [k, v] : options.extra) all[k] = v;
+  for (const auto& [k, v] : all) {
+    if (auto status = SetConf(conf, k, v); !status) {
+      rd_kafka_conf_destroy(conf);
+      return tl::unexpected(status.error());
+    }
+  }
+  return conf;
+}
+
+void LogCallback(const rd_kafka_t*, int level, const char* fac, const char* buf) {
+  static auto logger = Logger("kafka");
+  if (level <= 3) {
+    logger->error("facility={} msg=\"{}\"", fac, buf);
+  } else if (level <= 4) {
+    logger->warn("facility={} msg=\"{}\"", fac, buf);
+  } else {
+    logger->debug("facility={} msg=\"{}\"", fac, buf);
+  }
+}
+
+void DeliveryReport(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
+  std::unique_ptr<Producer::OnDelivery> callback(
+      static_cast<Producer::OnDelivery*>(message->_private));
+  if (!callback || !*callback) return;
+  if (message->err) {
+    (*callback)(tl::unexpected(FromKafka(message->err, "delivery")));
+  } else {
+    (*callback)(KafkaPosition{message->partition, message->offset});
+  }
+}
+
+void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                       rd_kafka_topic_partition_list_t* partitions, void* opaque) {
+  auto* consumer = static_cast<Consumer*>(opaque);
+  if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    std::map<std::string, std::vector<int32_t>> by_topic;
+    for (int i = 0; i < partitions->cnt; ++i) {
+      by_topic[partitions->elems[i].topic].push_back(partitions->elems[i].partition);
+    }
+    for (const auto& [topic, ids] : by_topic) {
+      std::map<int32_t, int64_t> offsets;
+      if (consumer->rebalance().on_assign) offsets = consumer->rebalance().on_assign(topic, ids);
+      for (int i = 0; i < partitions->cnt; ++i) {
+        auto& elem = partitions->elems[i];
+        if (topic != elem.topic) continue;
+        auto it = offsets.find(elem.partition);
+        elem.offset = it == offsets.end() ? RD_KAFKA_OFFSET_BEGINNING : it->second;
+      }
+    }
+    rd_kafka_assign(rk, partitions);
+  } else {
+    if (consumer->rebalance().on_revoke) consumer->rebalance().on_revoke();
+    rd_kafka_assign(rk, nullptr);
+  }
+}
+
+}  // namespace
+
+Error FromKafka(int error_code, const std::string& context) {
+  const auto err = static_cast<rd_kafka_resp_err_t>(error_code);
+  ErrorCode code = ErrorCode::kUnavailable;
+  if (err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT ||
+      err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT) {
+    code = ErrorCode::kTimeout;
+  } else if (err == RD_KAFKA_RESP_ERR__INVALID_ARG || err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
+    code = ErrorCode::kInvalidArgument;
+  }
+  return Error{code, "kafka " + context + ": " + rd_kafka_err2str(err), {}};
+}
+
+Result<std::unique_ptr<Producer>> Producer::Create(const KafkaOptions& options) {
+  ASSIGN_OR_RETURN(rd_kafka_conf_t * conf,
+                   NewConf(options, {{"enable.idempotence", "true"},
+                                     {"acks", "all"},
+                                     {"linger.ms", "0"},
+                                     {"message.timeout.ms", "30000"},
+                                     {"queue.buffering.max.messages", "1000000"}}));
+  rd_kafka_conf_set_dr_msg_cb(conf, DeliveryReport);
+  rd_kafka_conf_set_log_cb(conf, LogCallback);
+  char errstr[512];
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+  if (!rk) {
+    rd_kafka_conf_destroy(conf);
+    return MakeError(ErrorCode::kUnavailable, std::string("kafka producer: ") + errstr);
+  }
+  std::unique_ptr<Producer> producer(new Producer());
+  producer->rk_ = rk;
+  producer->poller_ = std::thread([p = producer.get()] {
+    while (p->running_.load()) rd_kafka_poll(p->rk_, 50);
+  });
+  return producer;
+}
+
+Producer::~Producer() {
+  running_ = false;
+  if (poller_.joinable()) poller_.join();
+  if (rk_) {
+    rd_kafka_flush(rk_, 5000);
+    rd_kafka_destroy(rk_);
+  }
+}
+
+void Producer::Produce(const std::string& topic, const std::string& key, const std::string& value,
+                       const std::vector<std::pair<std::string, std::string>>& headers,
+                       OnDelivery on_delivery) {
+  auto* opaque = new OnDelivery(std::move(on_delivery));
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size() + 1);
+    rd_kafka_header_add(hdrs, "content-type", -1, "application/cloudevents+json", -1);
+    for (const auto& [name, val] : headers) {
+      rd_kafka_header_add(hdrs, name.data(), static_cast<ssize_t>(name.size()), val.data(),
+                          static_cast<ssize_t>(val.size()));
+    }
+    err = rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
+                            RD_KAFKA_V_KEY(key.data(), key.size()),
+                            RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
+                            RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;  // ownership of hdrs and opaque passed on
+    rd_kafka_headers_destroy(hdrs);
+    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // back-pressure: let it drain
+  }
+  std::unique_ptr<OnDelivery> callback(opaque);
+  (*callback)(tl::unexpected(FromKafka(err, "produce to " + topic)));
+}
+
+Result<KafkaPosition> Producer::ProduceSync(
+    const std::string& topic, const std::string& key, const std::string& value,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  auto promise = std::make_shared<std::promise<Result<KafkaPosition>>>();
+  auto future = promise->get_future();
+  Produce(topic, key, value, headers,
+          [promise](Result<KafkaPosition> result) { promise->set_value(std::move(result)); });
+  return future.get();  // bounded by message.timeout.ms
+}
+
+Status Producer::Flush(int timeout_ms) {
+  const auto err = rd_kafka_flush(rk_, timeout_ms);
+  if (err) return tl::unexpected(FromKafka(err, "flush"));
+  return OkStatus();
+}
+
+Result<std::unique_ptr<Consumer>> Consumer::Create(const KafkaOptions& options,
+                                                   const std::string& group_id) {
+  std::map<std::string, std::string> settings = {
+      {"enable.auto.commit", "false"},
+      {"enable.auto.offset.store", "false"},
+      {"auto.offset.reset", "earliest"},
+      {"enable.partition.eof", "false"},
+      {"fetch.wait.max.ms", std::to_string(options.fetch_wait_max_ms)},
+      {"fetch.error.backoff.ms", "50"},
+      {"session.timeout.ms", std::to_string(options.session_timeout_ms)},
+      {"heartbeat.interval.ms", std::to_string(std::max(500, options.session_timeout_ms / 4))},
+      {"partition.assignment.strategy", "range"},
+  };
+  // librdkafka wants a group.id even for assign()-only consumers; one that never subscribes
+  // never joins the group, so a per-consumer id costs nothing.
+  settings["group.id"] = group_id.empty() ? options.client_id + "-assign" : group_id;
+  ASSIGN_OR_RETURN(rd_kafka_conf_t * conf, NewConf(options, settings));
+  rd_kafka_conf_set_log_cb(conf, LogCallback);
+  std::unique_ptr<Consumer> consumer(new Consumer());
+  if (!group_id.empty()) {
+    rd_kafka_conf_set_rebalance_cb(conf, RebalanceCallback);
+    rd_kafka_conf_set_opaque(conf, consumer.get());
+  }
+  char errstr[512];
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+  if (!rk) {
+    rd_kafka_conf_destroy(conf);
+    return MakeError(ErrorCode::kUnavailable, std::string("kafka consumer: ") + errstr);
+  }
+  consumer->rk_ = rk;
+  consumer->closed_ = group_id.empty();
+  rd_kafka_poll_set_consumer(rk);
+  consumer->queue_ = rd_kafka_queue_get_consumer(rk);
+  return consumer;
+}
+
+Consumer::~Consumer() {
+  Close();
+  if (queue_) rd_kafka_queue_destroy(queue_);
+  if (rk_) rd_kafka_destroy(rk_);
+}
+
+void Consumer::Close() {
+  if (!closed_ && rk_) rd_kafka_consumer_close(rk_);
+  closed_ = true;
+}
+
+Status Consumer::Assign(const std::string& topic, const std::map<int32_t, int64_t>& offsets) {
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(
+      static_cast<int>(offsets.size()));
+  for (const auto& [partition, offset] : offsets) {
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
+  }
+  const auto err = rd_kafka_assign(rk_, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  if (err) return tl::unexpected(FromKafka(err, "assign " + topic));
+  return OkStatus();
+}
+
+Status Consumer::Subscribe(const std::string& topic, Rebalance rebalance) {
+  rebalance_ = std::move(rebalance);
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic.c_str(), RD_KAFKA_PARTITION_UA);
+  const auto err = rd_kafka_subscribe(rk_, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  if (err) return tl::unexpected(FromKafka(err, "subscribe " + topic));
+  return OkStatus();
+}
+
+Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offset) {
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
+  rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_, list, 5000);
+  Status status = OkStatus();
+  if (error) {
+    status = tl::unexpected(FromKafka(rd_kafka_error_code(error), "seek " + topic));
+    rd_kafka_error_destroy(error);
+  } else if (list->elems[0].err) {
+    status = tl::unexpected(FromKafka(list->elems[0].err, "seek " + topic));
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  return status;
+}
+
+Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout_ms) {
+  std::vector<rd_kafka_message_t*> raw(max);
+  const ssize_t n = rd_kafka_consume_batch_queue(queue_, timeout_ms, raw.data(), max);
+  if (n < 0) return tl::unexpected(FromKafka(rd_kafka_last_error(), "consume"));
+  std::vector<KafkaMessage> out;
+  out.reserve(static_cast<size_t>(n));
+  static auto logger = Logger("kafka");
+  for (ssize_t i = 0; i < n; ++i) {
+    rd_kafka_message_t* m = raw[i];
+    if (m->err) {
+      if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        logger->warn("msg=\"consumer error\" error=\"{}\"", rd_kafka_message_errstr(m));
+      }
+      rd_kafka_message_destroy(m);
+      continue;
+    }
+    KafkaMessage& msg = out.emplace_back();
+    msg.topic = rd_kafka_topic_name(m->rkt);
+    msg.partition = m->partition;
+    msg.offset = m->offset;
+    rd_kafka_timestamp_type_t ts_type;
+    msg.timestamp_ms = rd_kafka_message_timestamp(m, &ts_type);
+    if (m->key) msg.key.assign(static_cast<const char*>(m->key), m->key_len);
+    if (m->payload) msg.value.assign(static_cast<const char*>(m->payload), m->len);
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
+      const char* name;
+      const void* value;
+      size_t size;
+      for (size_t h = 0; !rd_kafka_header_get_all(hdrs, h, &name, &value, &size); ++h) {
+        msg.headers.emplace_back(name, value ? std::string(static_cast<const char*>(value), size)
+                                             : std::string());
+      }
+    }
+    rd_kafka_message_destroy(m);
+  }
+  return out;
+}
+
+int64_t Consumer::HighWatermark(const std::string& topic, int32_t partition) const {
+  int64_t low = -1, high = -1;
+  if (rd_kafka_get_watermark_offsets(rk_, topic.c_str(), partition, &low, &high)) return -1;
+  return high;
+}
+
+Result<std::pair<int64_t, int64_t>> Consumer::QueryWatermarks(const std::string& topic,
+                                                              int32_t partition,
+                                                              int timeout_ms) const {
+  int64_t low = -1, high = -1;
+  const auto err =
+      rd_kafka_query_watermark_offsets(rk_, topic.c_str(), partition, &low, &high, timeout_ms);
+  if (err) return tl::unexpected(FromKafka(err, "watermarks of " + topic));
+  return std::make_pair(low, high);
+}
+
+Result<int> TopicPartitionCount(KafkaHandle* handle, const std::string& topic, int timeout_ms) {
+  const rd_kafka_metadata_t* metadata = nullptr;
+  const auto err = rd_kafka_metadata(handle, /*all_topics=*/1, nullptr, &metadata, timeout_ms);
+  if (err) return tl::unexpected(FromKafka(err, "metadata"));
+  int count = 0;
+  for (int i = 0; i < metadata->topic_cnt; ++i) {
+    const auto& t = metadata->topics[i];
+    if (topic == t.topic && t.err == RD_KAFKA_RESP_ERR_NO_ERROR) count = t.partition_cnt;
+  }
+  rd_kafka_metadata_destroy(metadata);
+  return count;
+}
+
+}  // namespace dcm

@@ -1,0 +1,139 @@
+#include "consumers/projection_runner.h"
+
+#include "consumers/dead_letter.h"
+#include "src/common/log.h"
+
+namespace dcm {
+namespace {
+constexpr int kPollMs = 100;
+constexpr int kMetadataTimeoutMs = 10000;
+}  // namespace
+
+ProjectionRunner::ProjectionRunner(RunnerOptions options, Store* store, Projection* projection,
+                                   Producer* producer, Metrics* metrics)
+    : options_(std::move(options)),
+      store_(store),
+      projection_(projection),
+      producer_(producer),
+      metrics_(metrics) {
+  if (metrics_) {
+    lag_gauge_ = &metrics_->GetGauge("dcm_consumer_lag", "Records not yet applied",
+                                     "consumer=\"" + projection_->Name() + "\"");
+  }
+}
+
+ProjectionRunner::~ProjectionRunner() { Stop(); }
+
+Status ProjectionRunner::Start() {
+  ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, ""));
+  ASSIGN_OR_RETURN(int partitions,
+                   TopicPartitionCount(consumer_->handle(), options_.topic, kMetadataTimeoutMs));
+  if (partitions == 0) {
+    return MakeError(ErrorCode::kUnavailable, "topic " + options_.topic + " does not exist");
+  }
+  ASSIGN_OR_RETURN(auto stored, store_->LoadOffsets(projection_->Name(), options_.topic));
+  std::map<int32_t, int64_t> assignment;
+  for (int32_t p = 0; p < partitions; ++p) {
+    ASSIGN_OR_RETURN(auto marks,
+                     consumer_->QueryWatermarks(options_.topic, p, kMetadataTimeoutMs));
+    targets_[p] = marks.second;
+    auto it = stored.find(p);
+    // Below the low watermark the broker no longer has the records (retention).
+    next_[p] = it == stored.end() ? marks.first : std::max(it->second, marks.first);
+    assignment[p] = next_[p];
+  }
+  RETURN_IF_ERROR(consumer_->Assign(options_.topic, assignment));
+  UpdateProgress();
+  Logger("runner")->info("msg=\"projection runner started\" projection={} topic={} partitions={}",
+                         projection_->Name(), options_.topic, partitions);
+  running_ = true;
+  thread_ = std::thread([this] { Run(); });
+  return OkStatus();
+}
+
+void ProjectionRunner::Stop() {
+  running_ = false;
+  if (thread_.joinable()) thread_.join();
+  consumer_.reset();
+}
+
+int64_t ProjectionRunner::Lag() const { return lag_.load(); }
+
+void ProjectionRunner::UpdateProgress() {
+  int64_t lag = 0;
+  bool caught_up = true;
+  for (const auto& [p, next] : next_) {
+    const int64_t high = consumer_->HighWatermark(options_.topic, p);
+    if (high > next) lag += high - next;
+    if (next < targets_[p]) caught_up = false;
+  }
+  lag_ = lag;
+  if (lag_gauge_) lag_gauge_->Set(lag);
+  if (caught_up && !caught_up_.exchange(true)) {
+    Logger("runner")->info("msg=\"projection caught up\" projection={} applied={}",
+                           projection_->Name(), applied_.load());
+  }
+}
+
+void ProjectionRunner::Run() {
+  auto logger = Logger("runner");
+  while (running_.load()) {
+    auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);
+    if (!messages) {
+      logger->warn("msg=\"consume failed\" projection={} error=\"{}\"", projection_->Name(),
+                   messages.error().message);
+      continue;
+    }
+    if (!messages->empty()) {
+      if (auto status = ProcessBatch(*messages); !status) {
+        logger->error("msg=\"projection stopped\" projection={} error=\"{}\"",
+                      projection_->Name(), status.error().message);
+        healthy_ = false;
+        return;
+      }
+    }
+    UpdateProgress();
+  }
+}
+
+Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages) {
+  StoreBatch batch;
+  std::vector<CloudEvent> applied;
+  std::vector<std::shared_ptr<std::promise<Status>>> dead_letters;
+  std::map<int32_t, int64_t> touched;
+  auto dead_letter = [&](const KafkaMessage& m, const std::string& reason) {
+    dead_letters.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m,
+                                      projection_->Name(), reason, metrics_));
+  };
+  for (const auto& m : messages) {
+    auto& next = next_[m.partition];
+    if (m.offset < next) continue;  // re-delivered after a seek
+    next = m.offset + 1;
+    touched[m.partition] = next;
+    auto event = DecodeCloudEvent(m.value);
+    if (!event) {
+      dead_letter(m, event.error().message);
+      continue;
+    }
+    const EventPosition position{m.topic, m.partition, m.offset, m.timestamp_ms};
+    if (auto status = projection_->Apply(*event, position, batch); !status) {
+      if (status.error().code != ErrorCode::kCorruption) return status;
+      dead_letter(m, status.error().message);
+      continue;
+    }
+    applied.push_back(std::move(*event));
+  }
+  for (auto& promise : dead_letters) {
+    // Never move past a poison record before it is safe in the dead-letter topic.
+    RETURN_IF_ERROR(promise->get_future().get());
+  }
+  for (const auto& [partition, next] : touched) {
+    store_->PutOffset(batch, projection_->Name(), options_.topic, partition, next);
+  }
+  RETURN_IF_ERROR(store_->Write(batch));
+  applied_ += applied.size();
+  projection_->AfterCommit(applied);
+  return OkStatus();
+}
+
+}  // namespace dcm

@@ -1,0 +1,156 @@
+#include "consumers/registrar.h"
+
+#include <future>
+
+#include "consumers/dead_letter.h"
+#include "src/common/log.h"
+
+namespace dcm {
+namespace {
+
+constexpr int kPollMs = 100;
+
+// The request kind a request event type names, for rejecting requests whose data is invalid.
+std::optional<RequestKind> KindOfType(std::string_view type) {
+  if (type == event_type::kRegistrationRequested) return RequestKind::kRegister;
+  if (type == event_type::kUpdateRequested) return RequestKind::kUpdate;
+  if (type == event_type::kIdChangeRequested) return RequestKind::kChangeId;
+  if (type == event_type::kDeletionRequested) return RequestKind::kDelete;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Registrar::Registrar(RegistrarOptions options, Store* store, const RegistryView* registry,
+                     Producer* producer, Metrics* metrics, const Clock* clock)
+    : options_(std::move(options)),
+      store_(store),
+      registry_(registry),
+      producer_(producer),
+      metrics_(metrics),
+      clock_(clock),
+      decider_(store) {}
+
+Registrar::~Registrar() { Stop(); }
+
+Status Registrar::Start() {
+  ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, options_.group_id));
+  RETURN_IF_ERROR(consumer_->Subscribe(
+      options_.requests_topic,
+      Consumer::Rebalance{
+          [this](const std::string&, const std::vector<int32_t>& partitions) {
+            return OnAssign(partitions);
+          },
+          [this] {
+            owner_ = false;
+            Logger("registrar")->info("msg=\"registrar partition revoked\"");
+          }}));
+  running_ = true;
+  thread_ = std::thread([this] { Run(); });
+  return OkStatus();
+}
+
+void Registrar::Stop() {
+  running_ = false;
+  if (thread_.joinable()) thread_.join();
+  if (consumer_) consumer_->Close();  // leave the group now: a survivor takes over at once
+  consumer_.reset();
+}
+
+std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& partitions) {
+  std::map<int32_t, int64_t> offsets;
+  auto stored = store_->LoadOffsets(ProviderDecider::kName, options_.requests_topic);
+  if (!stored) {
+    Logger("registrar")->error("msg=\"cannot read decider offsets\" error=\"{}\"",
+                               stored.error().message);
+    healthy_ = false;
+    return offsets;
+  }
+  for (int32_t p : partitions) {
+    auto it = stored->find(p);
+    offsets[p] = it == stored->end() ? Consumer::kBeginning : it->second;
+  }
+  next_offset_ = offsets.count(0) && offsets[0] >= 0 ? offsets[0] : 0;
+  owner_ = true;
+  Logger("registrar")->info("msg=\"registrar owns the request partition\" resume_offset={}",
+                            next_offset_);
+  return offsets;
+}
+
+void Registrar::Run() {
+  auto logger = Logger("registrar");
+  while (running_.load()) {
+    auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);
+    if (!messages) {
+      logger->warn("msg=\"consume failed\" error=\"{}\"", messages.error().message);
+      continue;
+    }
+    if (messages->empty() || !owner_.load()) continue;
+    if (auto status = ProcessBatch(*messages); !status) {
+      // Nothing of this batch was committed: read it again from the committed offset.
+      logger->warn("msg=\"batch not committed, retrying\" error=\"{}\"", status.error().message);
+      if (status.error().code == ErrorCode::kCorruption) {
+        healthy_ = false;  // the decider's own state is unreadable: a broken invariant
+        return;
+      }
+      if (auto seek = consumer_->Seek(options_.requests_topic, 0, next_offset_); !seek) {
+        logger->warn("msg=\"seek failed\" error=\"{}\"", seek.error().message);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
+  StoreBatch batch;
+  std::vector<std::shared_ptr<std::promise<Status>>> pending;
+  int64_t next = next_offset_;
+  auto& decisions = metrics_->GetCounter("dcm_registrar_decisions_total",
+                                         "Requests decided by this instance's registrar");
+  for (const auto& m : messages) {
+    if (m.offset < next) continue;
+    next = m.offset + 1;
+    auto event = DecodeCloudEvent(m.value);
+    if (!event) {
+      pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
+                                   event.error().message, metrics_));
+      continue;
+    }
+    ASSIGN_OR_RETURN(bool seen, decider_.AlreadyDecided(event->id, batch));
+    if (seen) continue;  // a re-delivered or duplicated request: decided once
+    const auto kind = KindOfType(event->type);
+    if (!kind) {
+      pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
+                                   "not a provider request type: " + event->type, metrics_));
+      continue;
+    }
+    ProviderOutcome outcome;
+    auto request = DecodeProviderRequest(*event, options_.service_types);
+    if (request) {
+      ASSIGN_OR_RETURN(outcome, decider_.Decide(*request, m.offset, m.timestamp_ms, batch));
+    } else if (request.error().code == ErrorCode::kInvalidArgument) {
+      outcome = decider_.RejectInvalid(event->id, *kind, request.error(), m.offset, batch);
+    } else {
+      pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
+                                   request.error().message, metrics_));
+      continue;
+    }
+    decisions.Inc();
+    ASSIGN_OR_RETURN(bool known, registry_->HasOutcome(outcome.request_id));
+    if (known) continue;  // re-decided after a takeover; the outcome is already on the topic
+    const CloudEvent out = EncodeProviderOutcome(outcome, options_.source, clock_->NowMillis());
+    auto promise = std::make_shared<std::promise<Status>>();
+    producer_->Produce(options_.outcomes_topic, out.subject, EncodeCloudEvent(out), {},
+                       [promise](Result<KafkaPosition> result) {
+                         promise->set_value(result ? OkStatus() : Status(tl::unexpected(result.error())));
+                       });
+    pending.push_back(std::move(promise));
+  }
+  for (auto& promise : pending) RETURN_IF_ERROR(promise->get_future().get());
+  store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, next);
+  RETURN_IF_ERROR(store_->Write(batch));
+  next_offset_ = next;
+  return OkStatus();
+}
+
+}  // namespace dcm

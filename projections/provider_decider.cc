@@ -1,0 +1,188 @@
+#include "projections/provider_decider.h"
+
+#include "src/common/time_format.h"
+#include "src/common/uuid.h"
+
+namespace dcm {
+namespace {
+
+std::string IdKey(std::string_view id) { return "dec/id/" + std::string(id); }
+std::string NameKey(std::string_view name) { return "dec/name/" + std::string(name); }
+std::string RequestKey(std::string_view id) { return "dec/req/" + std::string(id); }
+
+ProviderOutcome Rejected(ProviderOutcome o, int status, std::string detail) {
+  o.kind = OutcomeKind::kRejected;
+  o.status = status;
+  o.detail = std::move(detail);
+  return o;
+}
+
+ProviderOutcome Conflict(ProviderOutcome o, const Provider& holder, std::string detail) {
+  o.conflict = ConflictRef{holder.id, holder.spec.name};
+  return Rejected(std::move(o), 409, std::move(detail));
+}
+
+}  // namespace
+
+Result<bool> ProviderDecider::AlreadyDecided(const std::string& request_id,
+                                             const StoreBatch& batch) const {
+  ASSIGN_OR_RETURN(auto record, store_->Get(RequestKey(request_id), &batch));
+  return record.has_value();
+}
+
+Result<std::optional<Provider>> ProviderDecider::ById(const std::string& id,
+                                                      const StoreBatch& batch) const {
+  ASSIGN_OR_RETURN(auto record, store_->Get(IdKey(id), &batch));
+  if (!record) return std::optional<Provider>();
+  ASSIGN_OR_RETURN(auto provider, DecodeProvider(*record));
+  return std::optional<Provider>(std::move(provider));
+}
+
+Result<std::optional<std::string>> ProviderDecider::IdByName(const std::string& name,
+                                                             const StoreBatch& batch) const {
+  return store_->Get(NameKey(name), &batch);
+}
+
+void ProviderDecider::Save(const Provider& provider, StoreBatch& batch) {
+  batch.Put(IdKey(provider.id), EncodeProvider(provider));
+  batch.Put(NameKey(provider.spec.name), provider.id);
+}
+
+void ProviderDecider::Remove(const Provider& provider, StoreBatch& batch) {
+  batch.Delete(IdKey(provider.id));
+  batch.Delete(NameKey(provider.spec.name));
+}
+
+Result<ProviderOutcome> ProviderDecider::Decide(const ProviderRequest& request, int64_t seq,
+                                                int64_t time_ms, StoreBatch& batch) {
+  ProviderOutcome o;
+  o.request_id = request.request_id;
+  o.request_kind = request.kind;
+  o.seq = seq;
+  o.attempted_name = request.spec.name;
+  o.attempted_id = request.id;
+  batch.Put(RequestKey(request.request_id), "");
+  switch (request.kind) {
+    case RequestKind::kRegister: return Register(request, std::move(o), time_ms, batch);
+    case RequestKind::kUpdate: return Update(request, std::move(o), time_ms, batch);
+    case RequestKind::kChangeId: return ChangeId(request, std::move(o), time_ms, batch);
+    case RequestKind::kDelete: return Delete(request, std::move(o), batch);
+  }
+  return MakeError(ErrorCode::kInternal, "unknown request kind");
+}
+
+ProviderOutcome ProviderDecider::RejectInvalid(const std::string& request_id, RequestKind kind,
+                                               const Error& error, int64_t seq,
+                                               StoreBatch& batch) {
+  batch.Put(RequestKey(request_id), "");
+  ProviderOutcome o;
+  o.request_id = request_id;
+  o.request_kind = kind;
+  o.seq = seq;
+  o.errors = error.fields;
+  return Rejected(std::move(o), 400, error.message);
+}
+
+Result<ProviderOutcome> ProviderDecider::Register(const ProviderRequest& r, ProviderOutcome o,
+                                                  int64_t time_ms, StoreBatch& batch) {
+  ASSIGN_OR_RETURN(auto name_holder, IdByName(r.spec.name, batch));
+  if (name_holder) {
+    ASSIGN_OR_RETURN(auto existing, ById(*name_holder, batch));
+    if (!existing) return MakeError(ErrorCode::kCorruption, "name index points at a missing id");
+    if (!r.id.empty() && r.id != existing->id) {
+      return Conflict(std::move(o), *existing,
+                      "provider name '" + r.spec.name + "' is already registered with id '" +
+                          existing->id + "'");
+    }
+    // Same name, no id or the same id: an idempotent re-registration (200, "updated").
+    Provider updated{existing->id, r.spec, existing->create_time, FormatRfc3339Millis(time_ms),
+                     o.seq};
+    Save(updated, batch);
+    o.kind = OutcomeKind::kUpdated;
+    o.provider = std::move(updated);
+    return o;
+  }
+  if (!r.id.empty()) {
+    ASSIGN_OR_RETURN(auto id_holder, ById(r.id, batch));
+    if (id_holder) {
+      return Conflict(std::move(o), *id_holder,
+                      "provider id '" + r.id + "' is already taken by provider '" +
+                          id_holder->spec.name + "'");
+    }
+  }
+  const std::string id =
+      r.id.empty() ? DeterministicUuid("provider:" + r.request_id) : r.id;
+  const std::string now = FormatRfc3339Millis(time_ms);
+  Provider created{id, r.spec, now, now, o.seq};
+  Save(created, batch);
+  o.kind = OutcomeKind::kRegistered;
+  o.provider = std::move(created);
+  return o;
+}
+
+Result<ProviderOutcome> ProviderDecider::Update(const ProviderRequest& r, ProviderOutcome o,
+                                                int64_t time_ms, StoreBatch& batch) {
+  ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
+  if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
+  if (r.spec.name != existing->spec.name) {
+    ASSIGN_OR_RETURN(auto name_holder, IdByName(r.spec.name, batch));
+    if (name_holder) {
+      ASSIGN_OR_RETURN(auto holder, ById(*name_holder, batch));
+      if (!holder) return MakeError(ErrorCode::kCorruption, "name index points at a missing id");
+      return Conflict(std::move(o), *holder,
+                      "provider name '" + r.spec.name + "' is already registered with id '" +
+                          holder->id + "'");
+    }
+  }
+  Remove(*existing, batch);
+  Provider updated{existing->id, r.spec, existing->create_time, FormatRfc3339Millis(time_ms),
+                   o.seq};
+  Save(updated, batch);
+  o.kind = OutcomeKind::kUpdated;
+  o.provider = std::move(updated);
+  return o;
+}
+
+Result<ProviderOutcome> ProviderDecider::ChangeId(const ProviderRequest& r, ProviderOutcome o,
+                                                  int64_t time_ms, StoreBatch& batch) {
+  ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
+  if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
+  o.attempted_name = existing->spec.name;
+  if (r.new_id == r.id) {  // nothing to change: answer like an idempotent update
+    o.kind = OutcomeKind::kUpdated;
+    o.provider = std::move(*existing);
+    o.provider.seq = o.seq;
+    Save(o.provider, batch);
+    return o;
+  }
+  ASSIGN_OR_RETURN(auto id_holder, ById(r.new_id, batch));
+  if (id_holder) {
+    o.attempted_id = r.new_id;
+    return Conflict(std::move(o), *id_holder,
+                    "provider id '" + r.new_id + "' is already taken by provider '" +
+                        id_holder->spec.name + "'");
+  }
+  Remove(*existing, batch);
+  Provider moved = *existing;
+  moved.id = r.new_id;
+  moved.update_time = FormatRfc3339Millis(time_ms);
+  moved.seq = o.seq;
+  Save(moved, batch);
+  o.kind = OutcomeKind::kIdChanged;
+  o.old_id = r.id;
+  o.provider = std::move(moved);
+  return o;
+}
+
+Result<ProviderOutcome> ProviderDecider::Delete(const ProviderRequest& r, ProviderOutcome o,
+                                                StoreBatch& batch) {
+  ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
+  if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
+  // Live instances (SPEC §3.1: 409 unless force) arrive with the instances projection.
+  Remove(*existing, batch);
+  o.kind = OutcomeKind::kDeleted;
+  o.provider = std::move(*existing);
+  return o;
+}
+
+}  // namespace dcm

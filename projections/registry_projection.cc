@@ -1,0 +1,167 @@
+#include "projections/registry_projection.h"
+
+#include <charconv>
+#include <strings.h>
+
+namespace dcm {
+namespace {
+
+constexpr std::string_view kProviderKey = "reg/p/";
+constexpr std::string_view kTombstoneKey = "reg/t/";
+constexpr std::string_view kRequestKey = "reg/r/";
+
+std::string Key(std::string_view prefix, std::string_view id) {
+  return std::string(prefix) + std::string(id);
+}
+
+std::string Hex(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 0xF]);
+  }
+  return out;
+}
+
+std::optional<std::string> Unhex(std::string_view hex) {
+  if (hex.size() % 2) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    unsigned v = 0;
+    if (std::from_chars(hex.data() + i, hex.data() + i + 2, v, 16).ec != std::errc()) {
+      return std::nullopt;
+    }
+    out.push_back(static_cast<char>(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+RegistryProjection::RegistryProjection(Store* store, OutcomeWaiters* waiters, Metrics* metrics)
+    : store_(store), waiters_(waiters), metrics_(metrics) {}
+
+Result<int64_t> RegistryProjection::CurrentSeq(const std::string& id,
+                                               const StoreBatch& batch) const {
+  ASSIGN_OR_RETURN(auto record, store_->Get(Key(kProviderKey, id), &batch));
+  if (record) {
+    ASSIGN_OR_RETURN(auto provider, DecodeProvider(*record));
+    return provider.seq;
+  }
+  ASSIGN_OR_RETURN(auto tombstone, store_->Get(Key(kTombstoneKey, id), &batch));
+  int64_t seq = -1;
+  if (tombstone) std::from_chars(tombstone->data(), tombstone->data() + tombstone->size(), seq);
+  return seq;
+}
+
+Status RegistryProjection::Upsert(const Provider& provider, StoreBatch& batch) {
+  ASSIGN_OR_RETURN(int64_t current, CurrentSeq(provider.id, batch));
+  if (provider.seq <= current) return OkStatus();  // a duplicate or an older decision
+  batch.Put(Key(kProviderKey, provider.id), EncodeProvider(provider));
+  batch.Delete(Key(kTombstoneKey, provider.id));
+  return OkStatus();
+}
+
+Status RegistryProjection::Tombstone(const std::string& id, int64_t seq, StoreBatch& batch) {
+  ASSIGN_OR_RETURN(int64_t current, CurrentSeq(id, batch));
+  if (seq <= current) return OkStatus();
+  batch.Delete(Key(kProviderKey, id));
+  batch.Put(Key(kTombstoneKey, id), std::to_string(seq));
+  return OkStatus();
+}
+
+Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition&,
+                                 StoreBatch& batch) {
+  ASSIGN_OR_RETURN(auto outcome, DecodeProviderOutcome(event));
+  if (outcome.request_id.empty()) {
+    return MakeError(ErrorCode::kCorruption, "outcome without request_id");
+  }
+  Provider provider = outcome.provider;
+  provider.seq = outcome.seq;
+  switch (outcome.kind) {
+    case OutcomeKind::kRegistered:
+    case OutcomeKind::kUpdated:
+      RETURN_IF_ERROR(Upsert(provider, batch));
+      break;
+    case OutcomeKind::kIdChanged:
+      RETURN_IF_ERROR(Tombstone(outcome.old_id, outcome.seq, batch));
+      RETURN_IF_ERROR(Upsert(provider, batch));
+      break;
+    case OutcomeKind::kDeleted:
+      RETURN_IF_ERROR(Tombstone(provider.id, outcome.seq, batch));
+      break;
+    case OutcomeKind::kRejected:
+      break;
+  }
+  batch.Put(Key(kRequestKey, outcome.request_id), event.type);
+  if (metrics_) {
+    metrics_->GetCounter("dcm_events_applied_total", "Events folded into projections",
+                         "projection=\"registry\",type=\"" + event.type + "\"")
+        .Inc();
+  }
+  return OkStatus();
+}
+
+void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
+  if (!waiters_) return;
+  for (const auto& event : applied) {
+    // The request id is inside data; decode cheaply only when someone waits.
+    if (waiters_->Pending() == 0) return;
+    if (auto outcome = DecodeProviderOutcome(event)) waiters_->Complete(outcome->request_id, event);
+  }
+}
+
+Result<std::optional<Provider>> RegistryView::Get(const std::string& id) const {
+  ASSIGN_OR_RETURN(auto record, store_->Get(Key(kProviderKey, id)));
+  if (!record) return std::optional<Provider>();
+  ASSIGN_OR_RETURN(auto provider, DecodeProvider(*record));
+  return std::optional<Provider>(std::move(provider));
+}
+
+Result<ProviderPage> RegistryView::List(const ProviderFilter& filter,
+                                        const std::string& page_token,
+                                        size_t max_page_size) const {
+  std::string start_after;
+  if (!page_token.empty()) {
+    auto decoded = Unhex(page_token);
+    if (!decoded) {
+      return MakeError(ErrorCode::kInvalidArgument, "invalid page_token",
+                       {{"page_token", "is not a token this server issued"}});
+    }
+    start_after = *decoded;
+  }
+  ProviderPage page;
+  bool more = false;
+  Status decode_status = OkStatus();
+  RETURN_IF_ERROR(store_->Scan(kProviderKey, start_after, [&](std::string_view, std::string_view v) {
+    auto provider = DecodeProvider(v);
+    if (!provider) {
+      decode_status = tl::unexpected(provider.error());
+      return false;
+    }
+    if (!filter.service_type.empty() && provider->spec.service_type != filter.service_type) {
+      return true;
+    }
+    if (!filter.health_status.empty() &&
+        strcasecmp(filter.health_status.c_str(), kInitialHealthStatus) != 0) {
+      return true;
+    }
+    if (page.providers.size() == max_page_size) {
+      more = true;
+      return false;
+    }
+    page.providers.push_back(std::move(*provider));
+    return true;
+  }));
+  RETURN_IF_ERROR(decode_status);
+  if (more && !page.providers.empty()) page.next_page_token = Hex(page.providers.back().id);
+  return page;
+}
+
+Result<bool> RegistryView::HasOutcome(const std::string& request_id) const {
+  ASSIGN_OR_RETURN(auto record, store_->Get(Key(kRequestKey, request_id)));
+  return record.has_value();
+}
+
+}  // namespace dcm

@@ -1,1 +1,17 @@
-int main() { return 0; }
+// dcm: the composition root. It only parses the command line and hands over to a subcommand.
+#include <CLI/CLI.hpp>
+
+#include "src/cli/commands.h"
+#include "src/cli/sp_sim_cmd.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dcm: an event-sourced control plane for DCM Service Providers"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", DCM_VERSION);
+  int exit_code = 0;
+  dcm::cli::RegisterServeCommand(app, &exit_code);
+  dcm::cli::RegisterDevKafkaCommand(app, &exit_code);
+  dcm::RegisterSpSimCommand(app);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

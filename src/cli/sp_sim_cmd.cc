@@ -1,0 +1,91 @@
+#include "src/cli/sp_sim_cmd.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/common/log.h"
+#include "src/sim/sp_sim.h"
+
+namespace dcm {
+namespace {
+
+struct SpSimFlags {
+  sim::SpSimOptions options;
+  bool no_register = false;
+};
+
+// Each provider holds a listening socket, and DCM's probes add connections: lift the soft
+// descriptor limit (often 1024) to the hard one so --count 1000 works.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+void RunSpSim(SpSimFlags flags) {
+  auto logger = Logger("sp-sim");
+  // Block the stop signals before any thread starts, so every thread inherits the mask and
+  // sigwait below is the only receiver.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
+
+  RaiseFileLimit();
+  flags.options.register_with_dcm = !flags.no_register;
+  auto sim = sim::SpSim::Start(std::move(flags.options));
+  if (!sim) {
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    logger->error("msg=\"cannot start\" error=\"{}\"", sim.error().message);
+    throw CLI::RuntimeError("sp-sim: " + sim.error().message, 1);
+  }
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  logger->info("msg=\"stopping\" signal={}", signal_number);
+  (*sim)->Stop();
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+}  // namespace
+
+void RegisterSpSimCommand(CLI::App& app) {
+  auto flags = std::make_shared<SpSimFlags>();
+  sim::SpSimOptions& o = flags->options;
+  CLI::App* cmd = app.add_subcommand(
+      "sp-sim", "Run simulated Service Providers that register with DCM (docs/http.md)");
+  cmd->add_option("--dcm-url", o.dcm_url, "DCM base URL to register with")
+      ->envname("DCM_URL")
+      ->capture_default_str();
+  cmd->add_option("--count", o.count, "Number of simulated providers")
+      ->check(CLI::Range(0, 60000))
+      ->capture_default_str();
+  cmd->add_option("--service-types", o.service_types,
+                  "Comma-separated service types, assigned round robin")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--name-prefix", o.name_prefix, "Provider names are PREFIX-TYPE-INDEX")
+      ->capture_default_str();
+  cmd->add_option("--host", o.host, "Address providers listen on and advertise")
+      ->capture_default_str();
+  cmd->add_option("--control-listen", o.control_listen, "HOST:PORT of the fault control API")
+      ->capture_default_str();
+  cmd->add_option("--region-codes", o.region_codes,
+                  "Comma-separated metadata.region_code values, assigned round robin")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("--no-register", flags->no_register, "Serve only; do not register with DCM");
+  cmd->add_option("--api-prefix", o.api_prefix, "DCM API base path")->capture_default_str();
+  cmd->callback([flags] { RunSpSim(*flags); });
+}
+
+}  // namespace dcm

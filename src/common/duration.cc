@@ -20,7 +20,9 @@ Result<std::chrono::milliseconds> ParseGoDuration(std::string_view text) {
     if (start == pos) return bad();
     double value = 0;
     try {
-      value = std::stod(std::string(text.substr(start, pos - start)));
+      size_t used = 0;
+      value = std::stod(std::string(text.substr(start, pos - start)), &used);
+      if (used != pos - start) return bad();  // "1.5.5s": stod stops at the second '.'
     } catch (...) {
       return bad();
     }

@@ -10,6 +10,9 @@ namespace {
 
 bool ReadInt(std::string_view text, size_t pos, size_t len, int* out) {
   if (pos + len > text.size()) return false;
+  for (size_t i = pos; i < pos + len; ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;  // from_chars would accept a '-' sign
+  }
   auto [ptr, ec] = std::from_chars(text.data() + pos, text.data() + pos + len, *out);
   return ec == std::errc() && ptr == text.data() + pos + len;
 }

@@ -1,0 +1,58 @@
+#include "src/http/ops_handlers.h"
+
+#include "src/common/json_writer.h"
+#include "src/http/problem.h"
+
+namespace dcm::http {
+
+HttpResponse Healthz() { return Json(200, R"({"status":"ok"})"); }
+
+HttpResponse Readyz(const OpsContext& ctx) {
+  JsonWriter w;
+  bool all_ready = true;
+  w.BeginObject();
+  w.Key("checks");
+  w.BeginObject();
+  for (const auto& check : ctx.checks) {
+    const bool ready = check.ready();
+    all_ready &= ready;
+    w.Field(check.name, ready ? "ready" : "not ready");
+  }
+  w.EndObject();
+  w.Field("status", all_ready ? "ready" : "not ready");
+  w.EndObject();
+  return Json(all_ready ? 200 : 503, w.Take());
+}
+
+HttpResponse MetricsText(const OpsContext& ctx) {
+  return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                      ctx.metrics->RenderPrometheus(), {}};
+}
+
+HttpResponse Info(const OpsContext& ctx) {
+  const AdminInfo& info = ctx.info;
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("version", info.version);
+  w.Field("instance_id", info.instance_id);
+  w.Field("kafka_bootstrap_servers", info.kafka_bootstrap_servers);
+  w.Field("dev_mode", info.dev_mode);
+  if (info.dev_mode) {
+    w.Field("events_storage",
+            "in memory (embedded mock Kafka cluster): events are lost when this process exits");
+  }
+  w.Field("data_dir", info.data_dir);
+  w.Key("topics");
+  w.BeginArray();
+  for (const auto& t : info.topics) w.String(t);
+  w.EndArray();
+  w.Key("components");
+  w.BeginArray();
+  for (const auto& c : info.components) w.String(c);
+  w.EndArray();
+  if (ctx.live_info) ctx.live_info(w);
+  w.EndObject();
+  return Json(200, w.Take());
+}
+
+}  // namespace dcm::http

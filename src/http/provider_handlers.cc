@@ -1,0 +1,260 @@
+#include "src/http/provider_handlers.h"
+
+#include <strings.h>
+
+#include <charconv>
+
+#include "events/json_read.h"
+#include "events/provider_events.h"
+#include "src/common/json_writer.h"
+#include "src/common/uuid.h"
+#include "src/http/problem.h"
+
+namespace dcm::http {
+namespace {
+
+constexpr size_t kDefaultPageSize = 100;
+
+bool IsJsonContentType(const HttpRequest& request) {
+  const std::string* type = request.Header("content-type");
+  if (!type) return true;  // lenient: a body without a Content-Type is read as JSON
+  std::string media = type->substr(0, type->find(';'));
+  while (!media.empty() && media.back() == ' ') media.pop_back();
+  for (auto& c : media) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"));
+}
+
+// Parses the JSON body of a write. On failure the response is ready in *error.
+std::optional<simdjson::dom::element> ParseBody(const HttpRequest& request, HttpResponse* error) {
+  if (!IsJsonContentType(request)) {
+    *error = Problem(415, "Content-Type must be application/json", {{"content-type", "must be application/json"}});
+    return std::nullopt;
+  }
+  auto parsed = ParseJson(request.body);
+  if (!parsed) {
+    *error = Problem(HttpStatusFor(parsed.error().code), parsed.error().message,
+                     {{"body", parsed.error().message}});
+    return std::nullopt;
+  }
+  return *parsed;
+}
+
+// Records a request rejected at the edge as an outcome event (auditors see who tried).
+void RecordEdgeRejection(const ApiContext& ctx, RequestKind kind, const Error& error,
+                         const std::string& name, const std::string& id) {
+  ProviderOutcome o;
+  o.kind = OutcomeKind::kRejected;
+  o.request_id = NewUuidV4();
+  o.request_kind = kind;
+  o.status = HttpStatusFor(error.code);
+  o.detail = error.message;
+  o.errors = error.fields;
+  o.attempted_name = name;
+  o.attempted_id = id;
+  ctx.commands->Record(EncodeProviderOutcome(o, ctx.source, ctx.clock->NowMillis()));
+}
+
+HttpResponse RenderOutcome(const ProviderOutcome& o) {
+  switch (o.kind) {
+    case OutcomeKind::kRegistered: {
+      HttpResponse r = Json(201, RenderProvider(o.provider, "registered"));
+      r.headers.emplace_back("Location", std::string(kApiBase) + "/providers/" + o.provider.id);
+      return r;
+    }
+    case OutcomeKind::kUpdated:
+      return Json(200, RenderProvider(o.provider, o.request_kind == RequestKind::kRegister
+                                                      ? "updated"
+                                                      : ""));
+    case OutcomeKind::kIdChanged: return Json(200, RenderProvider(o.provider));
+    case OutcomeKind::kDeleted: return HttpResponse{204, "", "", {}};
+    case OutcomeKind::kRejected: return Problem(o.status, o.detail, o.errors, o.conflict);
+  }
+  return Problem(500, "unknown outcome");
+}
+
+// Sends `request` through the command bus and answers with its outcome.
+void SubmitAndRespond(const ApiContext& ctx, const ProviderRequest& request, Respond respond) {
+  const CloudEvent event = EncodeProviderRequest(request, ctx.source, ctx.clock->NowMillis());
+  ctx.commands->Submit(event, [respond = std::move(respond)](Result<CloudEvent> outcome_event) {
+    if (!outcome_event) {
+      respond(ProblemFromError(outcome_event.error()));
+      return;
+    }
+    auto outcome = DecodeProviderOutcome(*outcome_event);
+    respond(outcome ? RenderOutcome(*outcome)
+                    : Problem(500, "unreadable outcome: " + outcome.error().message));
+  });
+}
+
+// Validates a provider spec body for register/update; answers and records the rejection on
+// failure.
+std::optional<ProviderSpec> SpecFromBody(const HttpRequest& request, const ApiContext& ctx,
+                                         RequestKind kind, const std::string& id,
+                                         Respond& respond) {
+  HttpResponse error;
+  auto body = ParseBody(request, &error);
+  if (!body) {
+    respond(std::move(error));
+    return std::nullopt;
+  }
+  auto spec = ParseProviderSpec(*body, *ctx.service_types);
+  if (!spec) {
+    std::string name;
+    if (body->is_object()) {
+      std::string_view n;
+      if (!(*body)["name"].get(n)) name = std::string(n.substr(0, 63));
+    }
+    RecordEdgeRejection(ctx, kind, spec.error(), name, id);
+    respond(ProblemFromError(spec.error()));
+    return std::nullopt;
+  }
+  return *spec;
+}
+
+bool CheckId(const std::string& id, const char* field, Respond& respond) {
+  if (auto why = ValidateProviderId(id); !why.empty()) {
+    respond(Problem(400, std::string(field) + " " + why, {{field, why}}));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string RenderProvider(const Provider& p, const std::string& status) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("id", p.id);
+  WriteProviderSpecFields(w, p.spec);
+  w.Field("health_status", RegistryView::kInitialHealthStatus);
+  w.Key("health");
+  w.BeginObject();
+  w.Field("status", RegistryView::kInitialHealthStatus);
+  w.Field("consecutive_failures", 0);
+  w.Field("consecutive_successes", 0);
+  w.EndObject();
+  if (!status.empty()) w.Field("status", status);
+  w.Field("create_time", p.create_time);
+  w.Field("update_time", p.update_time);
+  w.Field("path", "providers/" + p.id);
+  w.EndObject();
+  return w.Take();
+}
+
+void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  ProviderRequest r;
+  r.kind = RequestKind::kRegister;
+  if (const auto* id = request.Query("id"); id && !id->empty()) {
+    if (!CheckId(*id, "id", respond)) return;
+    r.id = *id;
+  }
+  auto spec = SpecFromBody(request, ctx, r.kind, r.id, respond);
+  if (!spec) return;
+  r.spec = std::move(*spec);
+  SubmitAndRespond(ctx, r, std::move(respond));
+}
+
+void UpdateProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                    Respond respond) {
+  if (!CheckId(id, "id", respond)) return;
+  ProviderRequest r;
+  r.kind = RequestKind::kUpdate;
+  r.id = id;
+  auto spec = SpecFromBody(request, ctx, r.kind, r.id, respond);
+  if (!spec) return;
+  r.spec = std::move(*spec);
+  SubmitAndRespond(ctx, r, std::move(respond));
+}
+
+void ChangeProviderId(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                      Respond respond) {
+  if (!CheckId(id, "id", respond)) return;
+  HttpResponse error;
+  auto body = ParseBody(request, &error);
+  if (!body) return respond(std::move(error));
+  ProviderRequest r;
+  r.kind = RequestKind::kChangeId;
+  r.id = id;
+  std::string_view new_id;
+  simdjson::dom::element value;
+  if (!body->is_object() || (*body)["new_id"].get(value)) {
+    if (!body->is_object() || (*body)["newId"].get(value)) {
+      return respond(Problem(400, "new_id is required", {{"new_id", "is required"}}));
+    }
+  }
+  if (value.get(new_id)) {
+    return respond(Problem(400, "new_id must be a string", {{"new_id", "must be a string"}}));
+  }
+  r.new_id = std::string(new_id);
+  if (!CheckId(r.new_id, "new_id", respond)) return;
+  SubmitAndRespond(ctx, r, std::move(respond));
+}
+
+void DeleteProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                    Respond respond) {
+  if (!CheckId(id, "id", respond)) return;
+  ProviderRequest r;
+  r.kind = RequestKind::kDelete;
+  r.id = id;
+  const auto* force = request.Query("force");
+  r.force = force && (*force == "true" || *force == "1");
+  SubmitAndRespond(ctx, r, std::move(respond));
+}
+
+void GetProvider(const HttpRequest&, const std::string& id, const ApiContext& ctx,
+                 Respond respond) {
+  auto provider = ctx.registry->Get(id);
+  if (!provider) return respond(ProblemFromError(provider.error()));
+  if (!*provider) return respond(Problem(404, "provider '" + id + "' not found"));
+  respond(Json(200, RenderProvider(**provider)));
+}
+
+void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  ProviderFilter filter;
+  size_t page_size = kDefaultPageSize;
+  if (const auto* size = request.Query("max_page_size")) {
+    int value = 0;
+    auto [end, ec] = std::from_chars(size->data(), size->data() + size->size(), value);
+    if (ec != std::errc() || end != size->data() + size->size() || value < 1 || value > 100) {
+      return respond(Problem(400, "max_page_size must be an integer from 1 to 100",
+                             {{"max_page_size", "must be an integer from 1 to 100"}}));
+    }
+    page_size = static_cast<size_t>(value);
+  }
+  if (const auto* type = request.Query("type")) filter.service_type = *type;
+  if (const auto* health = request.Query("health_status")) {
+    static const char* kStates[] = {"Pending", "Ready", "Unhealthy", "Unavailable"};
+    bool known = false;
+    for (const char* s : kStates) known |= strcasecmp(s, health->c_str()) == 0;
+    if (!known) {
+      return respond(Problem(400, "health_status must be Pending, Ready, Unhealthy or Unavailable",
+                             {{"health_status", "must be Pending, Ready, Unhealthy or Unavailable"}}));
+    }
+    filter.health_status = *health;
+  }
+  const auto* token = request.Query("page_token");
+  auto page = ctx.registry->List(filter, token ? *token : "", page_size);
+  if (!page) return respond(ProblemFromError(page.error()));
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("providers");
+  w.BeginArray();
+  for (const auto& p : page->providers) w.Raw(RenderProvider(p));
+  w.EndArray();
+  if (!page->next_page_token.empty()) w.Field("next_page_token", page->next_page_token);
+  w.EndObject();
+  respond(Json(200, w.Take()));
+}
+
+void ListServiceTypes(const ApiContext& ctx, Respond respond) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("service_types");
+  w.BeginArray();
+  for (const auto& t : *ctx.service_types) w.String(t);
+  w.EndArray();
+  w.EndObject();
+  respond(Json(200, w.Take()));
+}
+
+}  // namespace dcm::http

@@ -1,0 +1,41 @@
+// KafkaCommandBus: CommandBus over Kafka. Submit registers a waiter, produces the request
+// (acks=all) and lets the registry runner complete the waiter when the outcome is applied here.
+// A reaper thread fails waiters past their deadline. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "consumers/kafka.h"
+#include "events/command_bus.h"
+#include "projections/outcome_waiters.h"
+#include "src/common/clock.h"
+#include "src/common/metrics.h"
+
+namespace dcm {
+
+class KafkaCommandBus final : public CommandBus {
+ public:
+  KafkaCommandBus(Producer* producer, OutcomeWaiters* waiters, std::string requests_topic,
+                  std::string outcomes_topic, std::chrono::milliseconds timeout,
+                  const Clock* clock, Metrics* metrics);
+  ~KafkaCommandBus() override;
+
+  void Submit(const CloudEvent& request, Done done) override;
+  void Record(const CloudEvent& outcome) override;
+
+ private:
+  Producer* producer_;
+  OutcomeWaiters* waiters_;
+  std::string requests_topic_;
+  std::string outcomes_topic_;
+  std::chrono::milliseconds timeout_;
+  const Clock* clock_;
+  Metrics* metrics_;
+  std::atomic<bool> running_{true};
+  std::thread reaper_;
+};
+
+}  // namespace dcm

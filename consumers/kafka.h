@@ -1,0 +1,136 @@
+// Thin RAII wrappers over librdkafka's C API: the only place in the code base that includes
+// rdkafka.h (with mock_cluster.cc and topic_admin.cc). Everything above sees our own types.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "src/common/result.h"
+
+struct rd_kafka_s;
+struct rd_kafka_queue_s;
+
+namespace dcm {
+
+// Client settings shared by every producer and consumer of one process.
+struct KafkaOptions {
+  std::string brokers;
+  std::string client_id = "dcm";
+  // Consumer long-poll; the mock needs ~10 ms (see Config::fetch_wait_max_ms).
+  int fetch_wait_max_ms = 100;
+  // Consumer-group session timeout (registrar failover time).
+  int session_timeout_ms = 10000;
+  // Extra librdkafka properties (name -> value), applied last.
+  std::map<std::string, std::string> extra;
+};
+
+struct KafkaPosition {
+  int32_t partition = -1;
+  int64_t offset = -1;
+};
+
+struct KafkaMessage {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  int64_t timestamp_ms = 0;
+  std::string key;
+  std::string value;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using KafkaHandle = rd_kafka_s;
+
+// Error from a librdkafka error code: kUnavailable for transport/broker trouble, kTimeout for
+// timeouts, kInternal otherwise.
+Error FromKafka(int error_code, const std::string& context);
+
+// Producer: idempotent, acks=all (SPEC §5.2: a 2xx is in Kafka before the reply), linger 0 on the
+// command path (../shared/KAFKA-NOTES.md: the default linger costs 5 ms per command). A
+// background thread serves delivery reports; callbacks run on it and must be quick.
+// Thread-safe.
+class Producer {
+ public:
+  using OnDelivery = std::function<void(Result<KafkaPosition>)>;
+
+  static Result<std::unique_ptr<Producer>> Create(const KafkaOptions& options);
+  ~Producer();
+
+  // Queues one message; `on_delivery` runs once with the partition and offset, or the error.
+  void Produce(const std::string& topic, const std::string& key, const std::string& value,
+               const std::vector<std::pair<std::string, std::string>>& headers,
+               OnDelivery on_delivery);
+  // Produces and waits for the delivery report.
+  Result<KafkaPosition> ProduceSync(const std::string& topic, const std::string& key,
+                                    const std::string& value,
+                                    const std::vector<std::pair<std::string, std::string>>&
+                                        headers = {});
+  Status Flush(int timeout_ms);
+  KafkaHandle* handle() const { return rk_; }
+
+ private:
+  Producer() = default;
+  KafkaHandle* rk_ = nullptr;
+  std::atomic<bool> running_{true};
+  std::thread poller_;
+};
+
+// Consumer: one rd_kafka consumer. Either Assign() partitions explicitly (projection runners:
+// every instance folds every partition) or Subscribe() to a group (the registrar: one owner).
+// Not thread-safe: one thread polls it.
+class Consumer {
+ public:
+  // Called from inside ConsumeBatch when the group assigns or revokes partitions. On assign
+  // the callback returns the offset to start each partition from.
+  struct Rebalance {
+    std::function<std::map<int32_t, int64_t>(const std::string& topic,
+                                             const std::vector<int32_t>& partitions)>
+        on_assign;
+    std::function<void()> on_revoke;
+  };
+
+  static constexpr int64_t kBeginning = -2;  // RD_KAFKA_OFFSET_BEGINNING
+
+  // `group_id` empty: no group (use Assign).
+  static Result<std::unique_ptr<Consumer>> Create(const KafkaOptions& options,
+                                                  const std::string& group_id);
+  ~Consumer();
+
+  Status Assign(const std::string& topic, const std::map<int32_t, int64_t>& offsets);
+  Status Subscribe(const std::string& topic, Rebalance rebalance);
+  // Moves the fetch position of an assigned partition (to re-read a batch that did not commit).
+  Status Seek(const std::string& topic, int32_t partition, int64_t offset);
+  // Up to `max` messages, waiting at most `timeout_ms`. Per-message errors (partition EOF etc.)
+  // are skipped; a fatal consumer error is returned.
+  Result<std::vector<KafkaMessage>> ConsumeBatch(size_t max, int timeout_ms);
+  // Cached high watermark of a partition (from the last fetch), or -1 if unknown.
+  int64_t HighWatermark(const std::string& topic, int32_t partition) const;
+  // Asks the broker for the low and high watermarks.
+  Result<std::pair<int64_t, int64_t>> QueryWatermarks(const std::string& topic,
+                                                      int32_t partition, int timeout_ms) const;
+  // Leaves the group (revoking its partitions) before destruction.
+  void Close();
+  KafkaHandle* handle() const { return rk_; }
+  // Internal: the rebalance trampoline needs these.
+  Rebalance& rebalance() { return rebalance_; }
+
+ private:
+  Consumer() = default;
+  KafkaHandle* rk_ = nullptr;
+  rd_kafka_queue_s* queue_ = nullptr;
+  Rebalance rebalance_;
+  bool closed_ = false;
+};
+
+// The number of partitions of `topic`, or 0 if it does not exist. Uses an all-topics metadata
+// request, which (unlike a per-topic one) never auto-creates the topic.
+Result<int> TopicPartitionCount(KafkaHandle* handle, const std::string& topic, int timeout_ms);
+
+}  // namespace dcm

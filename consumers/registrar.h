@@ -1,0 +1,78 @@
+// Registrar: the one decision maker for provider registrations (SPEC §4, §5.1).
+//
+// Every `dcm serve` runs one, all in the consumer group `<prefix>registrar` on the
+// one-partition topic dcm.provider-requests, so exactly one of them owns the partition at a time
+// and decides every request in the topic's total order. A killed owner's partition moves to a
+// survivor after the group's session timeout.
+//
+//   revoked ──assign──▶ owner: seek to the decider's stored offset
+//      ▲                  │  poll batch ─▶ decide each request (ProviderDecider) ─▶ produce the
+//      │                  │  outcomes to dcm.providers ─▶ wait for acks ─▶ commit decider state
+//      └────revoke────────┘  + offset in one RocksDB batch
+//
+// A new owner's decider state may be behind (another instance decided since). It re-decides
+// from its own stored offset; decisions are deterministic, so it reaches the same state, and it
+// produces only the outcomes this instance's registry has not seen (duplicates are harmless:
+// outcome ids derive from request ids and the registry is idempotent).
+//
+// Why one partition scales: registrations are rare (SPs register on start), and one partition
+// carries tens of thousands of events per second (BENCHMARKS.md).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "consumers/kafka.h"
+#include "projections/provider_decider.h"
+#include "projections/registry_projection.h"
+#include "src/common/clock.h"
+#include "src/common/metrics.h"
+
+namespace dcm {
+
+struct RegistrarOptions {
+  std::string requests_topic;
+  std::string outcomes_topic;
+  std::string dead_letter_topic;
+  std::string group_id;
+  std::string source = "dcm/registrar";  // `source` of the outcome events
+  std::vector<std::string> service_types;
+  KafkaOptions kafka;
+  size_t batch_size = 1000;
+};
+
+class Registrar {
+ public:
+  Registrar(RegistrarOptions options, Store* store, const RegistryView* registry,
+            Producer* producer, Metrics* metrics, const Clock* clock);
+  ~Registrar();
+
+  Status Start();
+  void Stop();
+  bool IsOwner() const { return owner_.load(); }
+  bool Healthy() const { return healthy_.load(); }
+
+ private:
+  void Run();
+  Status ProcessBatch(const std::vector<KafkaMessage>& messages);
+  std::map<int32_t, int64_t> OnAssign(const std::vector<int32_t>& partitions);
+
+  RegistrarOptions options_;
+  Store* store_;
+  const RegistryView* registry_;
+  Producer* producer_;
+  Metrics* metrics_;
+  const Clock* clock_;
+  ProviderDecider decider_;
+  std::unique_ptr<Consumer> consumer_;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> owner_{false};
+  std::atomic<bool> healthy_{true};
+  int64_t next_offset_ = 0;  // runner thread only
+};
+
+}  // namespace dcm

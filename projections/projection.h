@@ -1,0 +1,43 @@
+// Projection: state folded from one topic's events into the Store. A ProjectionRunner
+// (consumers/projection_runner.h) feeds it:
+//
+//   assign(partitions at stored offsets) ─▶ poll batch ─▶ Apply(event) × n ─▶ offsets into the
+//   same StoreBatch ─▶ Store::Write ─▶ AfterCommit(applied events) ─▶ poll batch ...
+//
+// Apply must be idempotent and deterministic: the broker may deliver an event twice (the mock
+// duplicates retried batches), and a rebuild from offset 0 must yield byte-identical state.
+// Apply is called from the runner's thread only; views may read the Store concurrently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "events/cloud_event.h"
+#include "projections/store.h"
+#include "src/common/result.h"
+
+namespace dcm {
+
+struct EventPosition {
+  std::string_view topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  int64_t timestamp_ms = 0;  // the Kafka message timestamp
+};
+
+class Projection {
+ public:
+  virtual ~Projection() = default;
+  // Stable name: the namespace of this projection's offsets in the Store.
+  virtual std::string Name() const = 0;
+  // Folds `event` into `batch`. An error of kind kCorruption means "poison event" (the runner
+  // dead-letters it and goes on); any other error stops the runner (a broken invariant or I/O).
+  virtual Status Apply(const CloudEvent& event, const EventPosition& position,
+                       StoreBatch& batch) = 0;
+  // Called after the batch holding `applied` is durable, on the runner's thread.
+  virtual void AfterCommit(const std::vector<CloudEvent>& applied) { (void)applied; }
+};
+
+}  // namespace dcm

@@ -1,0 +1,62 @@
+// ProviderDecider: the registrar's decision state and rules (SPEC §3.1, seed
+// sp-registration-flow). Exactly one registrar in the cluster feeds it, in the total order of
+// the one-partition dcm.provider-requests topic, so name and id uniqueness hold across any number
+// of `dcm serve` instances (SPEC §5.1).
+//
+// Keys:  dec/id/<id>     -> provider JSON
+//        dec/name/<name> -> id
+//        dec/req/<request_id> -> "" (each request decided once; the mock duplicates batches)
+//
+// Decide is deterministic: the outcome depends only on the state and the request (generated ids
+// derive from the request id; times from the request's timestamp). A registrar that crashes
+// after producing an outcome but before committing re-decides the same request identically, and
+// the duplicate outcome (same event id) is dropped by projections.
+//
+// Not thread-safe: one registrar thread owns it.
+#pragma once
+
+#include <string>
+
+#include "events/provider_events.h"
+#include "projections/store.h"
+
+namespace dcm {
+
+class ProviderDecider {
+ public:
+  static constexpr char kName[] = "registrar";
+  static constexpr char kPrefix[] = "dec/";
+
+  explicit ProviderDecider(Store* store) : store_(store) {}
+
+  // True if `request_id` was decided already (in the store or in `batch`).
+  Result<bool> AlreadyDecided(const std::string& request_id, const StoreBatch& batch) const;
+
+  // Decides `request` as decision number `seq` (its offset) at `time_ms` (its timestamp), and
+  // stages the new state in `batch`.
+  Result<ProviderOutcome> Decide(const ProviderRequest& request, int64_t seq, int64_t time_ms,
+                                 StoreBatch& batch);
+
+  // A rejection for a request whose data failed validation (400, with the field errors).
+  ProviderOutcome RejectInvalid(const std::string& request_id, RequestKind kind,
+                                const Error& error, int64_t seq, StoreBatch& batch);
+
+ private:
+  Result<std::optional<Provider>> ById(const std::string& id, const StoreBatch& batch) const;
+  Result<std::optional<std::string>> IdByName(const std::string& name,
+                                              const StoreBatch& batch) const;
+  void Save(const Provider& provider, StoreBatch& batch);
+  void Remove(const Provider& provider, StoreBatch& batch);
+
+  Result<ProviderOutcome> Register(const ProviderRequest& r, ProviderOutcome o, int64_t time_ms,
+                                   StoreBatch& batch);
+  Result<ProviderOutcome> Update(const ProviderRequest& r, ProviderOutcome o, int64_t time_ms,
+                                 StoreBatch& batch);
+  Result<ProviderOutcome> ChangeId(const ProviderRequest& r, ProviderOutcome o, int64_t time_ms,
+                                   StoreBatch& batch);
+  Result<ProviderOutcome> Delete(const ProviderRequest& r, ProviderOutcome o, StoreBatch& batch);
+
+  Store* store_;
+};
+
+}  // namespace dcm

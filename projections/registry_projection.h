@@ -1,0 +1,75 @@
+// RegistryProjection folds dcm.providers (the registrar's outcomes) into the provider registry
+// that GET /providers serves. RegistryView is its read-only query side.
+//
+// Keys:  reg/p/<id> -> provider JSON (events/provider.h, with `seq`)
+//        reg/t/<id> -> seq of the decision that deleted or renamed-away <id> (tombstone)
+//        reg/r/<request_id> -> outcome type (each request's outcome applied once)
+//
+// dcm.providers is keyed by provider id over many partitions, so events of two ids can arrive
+// in any order (an id change touches two ids). Every outcome carries the registrar's decision
+// sequence `seq`; a key takes a write only if its seq is newer than what it holds. The fold is
+// therefore idempotent (duplicates are no-ops) and its final state does not depend on how
+// partitions interleave (SPEC §5.3, §5.4).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/provider.h"
+#include "events/provider_events.h"
+#include "projections/outcome_waiters.h"
+#include "projections/projection.h"
+#include "src/common/metrics.h"
+
+namespace dcm {
+
+class RegistryProjection final : public Projection {
+ public:
+  static constexpr char kName[] = "registry";
+  static constexpr char kPrefix[] = "reg/";
+
+  RegistryProjection(Store* store, OutcomeWaiters* waiters, Metrics* metrics);
+
+  std::string Name() const override { return kName; }
+  Status Apply(const CloudEvent& event, const EventPosition& position,
+               StoreBatch& batch) override;
+  void AfterCommit(const std::vector<CloudEvent>& applied) override;
+
+ private:
+  Result<int64_t> CurrentSeq(const std::string& id, const StoreBatch& batch) const;
+  Status Upsert(const Provider& provider, StoreBatch& batch);
+  Status Tombstone(const std::string& id, int64_t seq, StoreBatch& batch);
+
+  Store* store_;
+  OutcomeWaiters* waiters_;
+  Metrics* metrics_;
+};
+
+struct ProviderFilter {
+  std::string service_type;   // empty = any
+  std::string health_status;  // empty = any; case-insensitive
+};
+
+struct ProviderPage {
+  std::vector<Provider> providers;
+  std::string next_page_token;  // empty on the last page
+};
+
+// Thread-safe (reads the Store only).
+class RegistryView {
+ public:
+  explicit RegistryView(const Store* store) : store_(store) {}
+  Result<std::optional<Provider>> Get(const std::string& id) const;
+  // `page_token` is opaque to clients (it is the hex of the last id returned).
+  Result<ProviderPage> List(const ProviderFilter& filter, const std::string& page_token,
+                            size_t max_page_size) const;
+  Result<bool> HasOutcome(const std::string& request_id) const;
+  // The health status a provider shows until the health projection (SPEC §3.2) knows better.
+  static constexpr char kInitialHealthStatus[] = "Pending";
+
+ private:
+  const Store* store_;
+};
+
+}  // namespace dcm

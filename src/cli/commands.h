@@ -1,0 +1,16 @@
+// Subcommands of the `dcm` binary. Each Register* adds its subcommand to `app`; the callback
+// stores the process exit code in *exit_code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dcm::cli {
+
+void RegisterServeCommand(CLI::App& app, int* exit_code);
+void RegisterDevKafkaCommand(CLI::App& app, int* exit_code);
+
+// Blocks SIGINT and SIGTERM in the calling thread (call before starting threads, so they inherit
+// the mask) and returns a function that waits for one of them.
+std::function<int()> BlockTerminationSignals();
+
+}  // namespace dcm::cli

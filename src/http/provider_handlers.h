@@ -1,0 +1,42 @@
+// Provider API handlers (SPEC §3.1): pure functions of a request and the registry view. Writes go
+// through the CommandBus and answer once the outcome is applied here (read-your-writes).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "events/command_bus.h"
+#include "projections/registry_projection.h"
+#include "src/common/clock.h"
+#include "src/http/http_types.h"
+
+namespace dcm::http {
+
+// Base path of the API, and the alias the seeds use (SPEC §3).
+inline constexpr char kApiBase[] = "/api/v1alpha1";
+inline constexpr char kApiAlias[] = "/api/v1";
+
+struct ApiContext {
+  const RegistryView* registry = nullptr;
+  CommandBus* commands = nullptr;
+  const std::vector<std::string>* service_types = nullptr;
+  const Clock* clock = nullptr;
+  std::string source = "dcm/http";  // `source` of the events this API emits
+};
+
+void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);
+void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond respond);
+void GetProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                 Respond respond);
+void UpdateProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                    Respond respond);
+void ChangeProviderId(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                      Respond respond);
+void DeleteProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                    Respond respond);
+void ListServiceTypes(const ApiContext& ctx, Respond respond);
+
+// The API representation of a provider (snake_case; `status` only on POST replies).
+std::string RenderProvider(const Provider& provider, const std::string& status = "");
+
+}  // namespace dcm::http

@@ -1,0 +1,94 @@
+// HttpServer: the HTTP/1.1 server under DCM's admin/query API and under `dcm sp-sim`.
+// Boost.Beast + Asio C++20 coroutines, kept behind this pimpl so only server.cc includes Beast
+// (see docs/http.md and ../shared/HTTP-NOTES.md for why Beast and how it is configured).
+//
+// Requests reach a `Handler` as plain data (src/http/http_types.h). The handler calls `respond`
+// exactly once, at once or later from any thread; the connection waits for it, bounded by
+// `handler_timeout` (then 503). Malformed or oversized requests never reach the handler: they
+// get a problem+json 400/413/431 from the server itself.
+//
+// Lifecycle:
+//
+//   Create() ──> running (threads started, no listener)
+//                  │ Listen(host:port, handler)   (any number of times, one handler each)
+//                  │ CloseListener(port)          (refuse new connections, drop existing ones)
+//                  ▼
+//                Stop() / ~HttpServer ──> stopped (threads joined, all sockets closed)
+//
+// Threading: `threads` worker threads, each running its own io_context. Every listener has one
+// acceptor per worker (SO_REUSEPORT when threads > 1), and a connection lives on the worker
+// that accepted it, so no strands or locks are needed on the request path.
+//
+// Thread-safety: Listen, CloseListener and Stop may be called from any thread, concurrently.
+// Stop must not be called from a handler (it joins the worker threads). CloseListener called
+// from a handler of this same server with threads > 1 completes asynchronously on the other
+// workers. A Respond may be called from any thread, also after the server stopped or the
+// connection died (it is then ignored).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "src/common/metrics.h"
+#include "src/common/result.h"
+#include "src/http/http_types.h"
+
+namespace dcm::http {
+
+struct ServerOptions {
+  // Worker threads, each with its own io_context (one per core measured 40–80% faster than a
+  // shared pool). 1 is enough for tests and sp-sim.
+  int threads = 1;
+  // Request line + headers, bytes. Larger → 431. 16 KiB fits any sane client (nginx: 8 KiB).
+  size_t max_header_bytes = 16 * 1024;
+  // Decoded request body, bytes (Content-Length or chunked). Larger → 413. Provider metadata is
+  // capped at 64 KiB (SPEC §3.1), so 1 MiB leaves ample room.
+  size_t max_body_bytes = 1 << 20;
+  // Deadline for a whole request (headers and body) once its first byte arrived; also for the
+  // first request on a new connection. Slow senders (slowloris) are closed at this deadline.
+  std::chrono::milliseconds read_timeout{10000};
+  // How long a keep-alive connection may sit idle between requests before it is closed.
+  std::chrono::milliseconds idle_timeout{60000};
+  // How long the connection waits for the handler's respond; then 503. Above DCM's longest
+  // synchronous wait (read-your-writes on a Kafka round trip) with margin.
+  std::chrono::milliseconds handler_timeout{30000};
+  // When set: counter dcm_http_requests_total{code} and histogram
+  // dcm_http_request_duration_seconds. Must outlive the server.
+  Metrics* metrics = nullptr;
+  // The `Server` response header.
+  std::string server_name = "dcm";
+};
+
+class HttpServer {
+ public:
+  // Validates `options` (kInvalidArgument) and starts the worker threads.
+  static Result<std::unique_ptr<HttpServer>> Create(ServerOptions options);
+
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  ~HttpServer();  // Stop()
+
+  // Binds `host_port` ("127.0.0.1:8080", "[::1]:0", "0.0.0.0:8080", "localhost:0", ":8080" for
+  // all interfaces) with SO_REUSEADDR and serves it with `handler`. Port 0 picks an ephemeral
+  // port. Returns the bound port. kUnavailable if the address cannot be bound, kInvalidArgument
+  // if it does not parse, kUnavailable after Stop().
+  Result<uint16_t> Listen(const std::string& host_port, Handler handler);
+
+  // Stops accepting on `port` and closes its sockets, so new connections are refused, and
+  // closes the connections accepted on it. Returns once done (see thread-safety above). Unknown
+  // ports are ignored. The port may be bound again with Listen.
+  void CloseListener(uint16_t port);
+
+  // Closes every listener and connection and joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dcm::http

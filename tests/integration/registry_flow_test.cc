@@ -1,0 +1,307 @@
+// The registration flow end to end on Kafka (the embedded mock, or KAFKA_BROKERS): requests
+// produced to dcm.provider-requests are decided by the registrar, folded by the registry runner,
+// and their outcomes reach the waiter of the request id. Covers the conflict matrix over Kafka,
+// poison records, duplicate requests, restarts and rebuilds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "consumers/command_bus.h"
+#include "consumers/projection_runner.h"
+#include "consumers/registrar.h"
+#include "events/provider_events.h"
+#include "src/common/time_format.h"
+#include "tests/integration/kafka_env.h"
+
+namespace dcm {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::vector<std::string> kTypes = {"vm", "container", "database"};
+
+// One control-plane instance's Kafka-facing parts, on its own data dir.
+struct Instance {
+  Instance(testing::KafkaEnv& env, const std::string& dir) : env(env) {
+    store = std::move(*Store::Open(dir));
+    producer = std::move(*Producer::Create(env.kafka));
+    registry = std::make_unique<RegistryProjection>(store.get(), &waiters, &metrics);
+    view = std::make_unique<RegistryView>(store.get());
+    runner = std::make_unique<ProjectionRunner>(
+        RunnerOptions{env.config.topics.Providers(), env.config.topics.DeadLetter(), env.kafka},
+        store.get(), registry.get(), producer.get(), &metrics);
+    RegistrarOptions ro;
+    ro.requests_topic = env.config.topics.ProviderRequests();
+    ro.outcomes_topic = env.config.topics.Providers();
+    ro.dead_letter_topic = env.config.topics.DeadLetter();
+    ro.group_id = env.config.topics.prefix + "registrar";
+    ro.service_types = kTypes;
+    ro.kafka = env.kafka;
+    registrar = std::make_unique<Registrar>(ro, store.get(), view.get(), producer.get(),
+                                            &metrics, &SystemClock::Instance());
+  }
+  ~Instance() {
+    registrar->Stop();
+    runner->Stop();
+  }
+  void Start() {
+    ASSERT_TRUE(runner->Start());
+    ASSERT_TRUE(registrar->Start());
+  }
+
+  // Produces `event` to the request topic as an SP would, and waits for its outcome.
+  Result<ProviderOutcome> Send(const CloudEvent& event) {
+    auto promise = std::make_shared<std::promise<Result<CloudEvent>>>();
+    waiters.Expect(event.id, SystemClock::Instance().NowMillis() + 30000,
+                   [promise](Result<CloudEvent> r) { promise->set_value(std::move(r)); });
+    auto produced = producer->ProduceSync(env.config.topics.ProviderRequests(), event.subject,
+                                          EncodeCloudEvent(event));
+    if (!produced) return tl::unexpected(produced.error());
+    auto outcome_event = promise->get_future().get();
+    if (!outcome_event) return tl::unexpected(outcome_event.error());
+    return DecodeProviderOutcome(*outcome_event);
+  }
+
+  Result<ProviderOutcome> Register(const std::string& name, const std::string& id = "") {
+    ProviderRequest r;
+    r.kind = RequestKind::kRegister;
+    r.id = id;
+    r.spec.name = name;
+    r.spec.endpoint = "http://sp.example:9000/api/vm";
+    r.spec.service_type = "vm";
+    return Send(EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis()));
+  }
+
+  testing::KafkaEnv& env;
+  Metrics metrics;
+  OutcomeWaiters waiters;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Producer> producer;
+  std::unique_ptr<RegistryProjection> registry;
+  std::unique_ptr<RegistryView> view;
+  std::unique_ptr<ProjectionRunner> runner;
+  std::unique_ptr<Registrar> registrar;
+};
+
+class RegistryFlowTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    env_ = testing::KafkaEnv::Create().release();
+    ASSERT_NE(env_, nullptr);
+    root_ = std::filesystem::temp_directory_path() / ("dcm-it-" + NewUuidV4().substr(0, 8));
+    instance_ = new Instance(*env_, (root_ / "a").string());
+    instance_->Start();
+  }
+  static void TearDownTestSuite() {
+    delete instance_;
+    delete env_;
+    std::filesystem::remove_all(root_);
+  }
+  static std::string Unique(const std::string& base) { return base + "-" + NewUuidV4().substr(0, 6); }
+
+  static testing::KafkaEnv* env_;
+  static Instance* instance_;
+  static std::filesystem::path root_;
+};
+
+testing::KafkaEnv* RegistryFlowTest::env_ = nullptr;
+Instance* RegistryFlowTest::instance_ = nullptr;
+std::filesystem::path RegistryFlowTest::root_;
+
+TEST_F(RegistryFlowTest, ConflictMatrixOverKafka) {
+  Instance& in = *instance_;
+  const std::string a = Unique("alpha"), b = Unique("beta");
+  const std::string id_a = Unique("id-a");
+
+  auto created = in.Register(a, id_a);  // a new name
+  ASSERT_TRUE(created) << created.error().message;
+  EXPECT_EQ(created->kind, OutcomeKind::kRegistered);
+  EXPECT_EQ(created->provider.id, id_a);
+
+  auto same_no_id = in.Register(a);  // the same name with no id
+  ASSERT_TRUE(same_no_id);
+  EXPECT_EQ(same_no_id->kind, OutcomeKind::kUpdated);
+  EXPECT_EQ(same_no_id->provider.id, id_a);
+
+  auto same_id = in.Register(a, id_a);  // the same name with the same id
+  ASSERT_TRUE(same_id);
+  EXPECT_EQ(same_id->kind, OutcomeKind::kUpdated);
+
+  auto other_id = in.Register(a, Unique("id-x"));  // the same name with a different id
+  ASSERT_TRUE(other_id);
+  EXPECT_EQ(other_id->kind, OutcomeKind::kRejected);
+  EXPECT_EQ(other_id->status, 409);
+  ASSERT_TRUE(other_id->conflict);
+  EXPECT_EQ(other_id->conflict->id, id_a);
+  EXPECT_EQ(other_id->conflict->name, a);
+
+  auto taken_id = in.Register(b, id_a);  // a new name with a taken id
+  ASSERT_TRUE(taken_id);
+  EXPECT_EQ(taken_id->status, 409);
+  EXPECT_EQ(taken_id->conflict->name, a);
+
+  auto generated = in.Register(b);  // a new name, server-generated id
+  ASSERT_TRUE(generated);
+  EXPECT_EQ(generated->kind, OutcomeKind::kRegistered);
+  EXPECT_TRUE(IsUuid(generated->provider.id));
+
+  // The registry (read side) agrees with every outcome.
+  auto stored = in.view->Get(id_a);
+  ASSERT_TRUE(stored && *stored);
+  EXPECT_EQ((*stored)->spec.name, a);
+}
+
+TEST_F(RegistryFlowTest, RenameChangeIdDeleteAndReregisterOverKafka) {
+  Instance& in = *instance_;
+  const std::string a = Unique("gamma"), b = Unique("delta"), c = Unique("eps");
+  auto pa = in.Register(a);
+  auto pb = in.Register(b);
+  ASSERT_TRUE(pa && pb);
+  const std::string id_a = pa->provider.id, id_b = pb->provider.id;
+
+  auto request = [&](RequestKind kind, const std::string& id, const std::string& name,
+                     const std::string& new_id = "") {
+    ProviderRequest r;
+    r.kind = kind;
+    r.id = id;
+    r.new_id = new_id;
+    r.spec.name = name;
+    r.spec.endpoint = "http://sp.example:9000/api/vm";
+    r.spec.service_type = "vm";
+    return in.Send(EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis()));
+  };
+  auto to_taken = request(RequestKind::kUpdate, id_a, b);  // PUT rename to a taken name
+  ASSERT_TRUE(to_taken);
+  EXPECT_EQ(to_taken->status, 409);
+  auto to_free = request(RequestKind::kUpdate, id_a, c);  // PUT rename to a free name
+  ASSERT_TRUE(to_free);
+  EXPECT_EQ(to_free->kind, OutcomeKind::kUpdated);
+  EXPECT_EQ(to_free->provider.spec.name, c);
+
+  auto id_taken = request(RequestKind::kChangeId, id_a, "", id_b);  // :changeId to a taken id
+  ASSERT_TRUE(id_taken);
+  EXPECT_EQ(id_taken->status, 409);
+  const std::string new_id = Unique("moved");
+  auto id_free = request(RequestKind::kChangeId, id_a, "", new_id);  // :changeId to a free id
+  ASSERT_TRUE(id_free);
+  EXPECT_EQ(id_free->kind, OutcomeKind::kIdChanged);
+  EXPECT_FALSE(*in.view->Get(id_a));
+  ASSERT_TRUE(*in.view->Get(new_id));
+
+  auto deleted = request(RequestKind::kDelete, new_id, "");  // delete, then re-register
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->kind, OutcomeKind::kDeleted);
+  EXPECT_FALSE(*in.view->Get(new_id));
+  auto again = in.Register(c, new_id);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->kind, OutcomeKind::kRegistered);
+  EXPECT_TRUE(*in.view->Get(new_id));
+}
+
+TEST_F(RegistryFlowTest, InvalidRequestDataIsRejectedWith400AndFieldErrors) {
+  Instance& in = *instance_;
+  CloudEvent event;
+  event.id = NewUuidV4();
+  event.source = "sp/test";
+  event.type = event_type::kRegistrationRequested;
+  event.subject = "x";
+  event.time = FormatRfc3339Millis(SystemClock::Instance().NowMillis());
+  event.data = R"({"name":"ok-name","endpoint":"ftp://nope","service_type":"teapot"})";
+  auto outcome = in.Send(event);
+  ASSERT_TRUE(outcome);
+  EXPECT_EQ(outcome->kind, OutcomeKind::kRejected);
+  EXPECT_EQ(outcome->status, 400);
+  ASSERT_EQ(outcome->errors.size(), 2u);
+  EXPECT_EQ(outcome->errors[0].field, "endpoint");
+  EXPECT_EQ(outcome->errors[1].field, "service_type");
+}
+
+TEST_F(RegistryFlowTest, PoisonRecordsGoToTheDeadLetterTopicAndTheRegistrarKeepsGoing) {
+  Instance& in = *instance_;
+  const auto& requests = env_->config.topics.ProviderRequests();
+  ASSERT_TRUE(in.producer->ProduceSync(requests, "k", "this is not json"));
+  ASSERT_TRUE(in.producer->ProduceSync(
+      requests, "k",
+      R"({"specversion":"1.0","id":"p1","source":"s","type":"dcm.provider.unknown_thing","time":"2026-01-01T00:00:00Z","data":{}})"));
+  auto after = in.Register(Unique("after-poison"));  // the registrar is still deciding
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(after->kind, OutcomeKind::kRegistered);
+
+  auto consumer = Consumer::Create(env_->kafka, "");
+  ASSERT_TRUE(consumer);
+  ASSERT_TRUE((*consumer)->Assign(env_->config.topics.DeadLetter(), {{0, Consumer::kBeginning}}));
+  std::vector<KafkaMessage> letters;
+  for (int i = 0; i < 100 && letters.size() < 2; ++i) {
+    auto batch = (*consumer)->ConsumeBatch(10, 100);
+    ASSERT_TRUE(batch);
+    letters.insert(letters.end(), batch->begin(), batch->end());
+  }
+  ASSERT_GE(letters.size(), 2u);
+  EXPECT_EQ(letters[0].value, "this is not json");
+  bool has_reason = false;
+  for (const auto& [k, v] : letters[0].headers) has_reason |= k == "dcm-dlq-reason" && !v.empty();
+  EXPECT_TRUE(has_reason);
+  EXPECT_GE(in.metrics.GetCounter("dcm_dead_letters_total", "", "consumer=\"registrar\"").Value(),
+            2u);
+}
+
+TEST_F(RegistryFlowTest, DuplicatedRequestEventIsDecidedOnce) {
+  Instance& in = *instance_;
+  ProviderRequest r;
+  r.kind = RequestKind::kRegister;
+  r.spec.name = Unique("dup");
+  r.spec.endpoint = "http://sp.example/api";
+  r.spec.service_type = "vm";
+  const CloudEvent event = EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis());
+  // The mock re-appends retried batches; an SP may retry too. Same event id twice:
+  ASSERT_TRUE(in.producer->ProduceSync(env_->config.topics.ProviderRequests(), "k",
+                                       EncodeCloudEvent(event)));
+  auto outcome = in.Send(event);
+  ASSERT_TRUE(outcome);
+  EXPECT_EQ(outcome->kind, OutcomeKind::kRegistered);  // not "updated" by the second copy
+  // A later registration of another name proves the duplicate was passed over.
+  auto later = in.Register(Unique("later"));
+  ASSERT_TRUE(later);
+  EXPECT_EQ(later->kind, OutcomeKind::kRegistered);
+}
+
+TEST_F(RegistryFlowTest, RebuildFromOffsetZeroYieldsAnIdenticalRegistry) {
+  Instance& in = *instance_;
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(in.Register(Unique("rb")));
+  auto live = in.store->Digest(RegistryProjection::kPrefix);
+  ASSERT_TRUE(live);
+
+  // A second instance with an empty data dir folds the same topic from offset 0.
+  Instance fresh(*env_, (root_ / "rebuild").string());
+  ASSERT_TRUE(fresh.runner->Start());
+  for (int i = 0; i < 300 && !fresh.runner->CaughtUp(); ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(fresh.runner->CaughtUp());
+  EXPECT_EQ(*fresh.store->Digest(RegistryProjection::kPrefix), *live);
+}
+
+TEST_F(RegistryFlowTest, RestartResumesFromStoredOffsetsWithoutReapplying) {
+  const auto dir = (root_ / "restart").string();
+  std::string digest_before;
+  uint64_t applied_first = 0;
+  {
+    Instance first(*env_, dir);
+    ASSERT_TRUE(first.runner->Start());
+    for (int i = 0; i < 300 && !first.runner->CaughtUp(); ++i) std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(first.runner->CaughtUp());
+    applied_first = first.runner->Applied();
+    digest_before = *first.store->Digest(RegistryProjection::kPrefix);
+  }
+  EXPECT_GT(applied_first, 0u);
+  Instance second(*env_, dir);
+  ASSERT_TRUE(second.runner->Start());
+  for (int i = 0; i < 300 && !second.runner->CaughtUp(); ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(second.runner->CaughtUp());
+  // Nothing new was produced, so a resumed runner applies nothing.
+  EXPECT_EQ(second.runner->Applied(), 0u);
+  EXPECT_EQ(*second.store->Digest(RegistryProjection::kPrefix), digest_before);
+}
+
+}  // namespace
+}  // namespace dcm
