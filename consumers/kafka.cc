@@ -260,9 +260,18 @@ Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offse
 }
 
 Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout_ms) {
+  // consume_batch_queue waits until the batch is full or the timeout passes, which would add
+  // the whole timeout to every command's latency. So: block for the first message only, then
+  // take whatever else is already fetched without waiting.
   std::vector<rd_kafka_message_t*> raw(max);
-  const ssize_t n = rd_kafka_consume_batch_queue(queue_, timeout_ms, raw.data(), max);
-  if (n < 0) return tl::unexpected(FromKafka(rd_kafka_last_error(), "consume"));
+  rd_kafka_message_t* first = rd_kafka_consume_queue(queue_, timeout_ms);
+  if (!first) return std::vector<KafkaMessage>();
+  raw[0] = first;
+  ssize_t n = 1;
+  if (max > 1) {
+    const ssize_t more = rd_kafka_consume_batch_queue(queue_, 0, raw.data() + 1, max - 1);
+    if (more > 0) n += more;
+  }
   std::vector<KafkaMessage> out;
   out.reserve(static_cast<size_t>(n));
   static auto logger = Logger("kafka");

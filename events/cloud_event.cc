@@ -62,6 +62,9 @@ Result<CloudEvent> DecodeCloudEvent(std::string_view json) {
     int64_t v = 0;
     std::string_view text;
     if (!version->get(v)) {
+      if (v < 1 || v > 99999) {  // the int cast below must not wrap (4294967297 -> 1)
+        return MakeError(ErrorCode::kCorruption, "event attribute 'schemaversion' is out of range");
+      }
       event.schema_version = static_cast<int>(v);
     } else if (!version->get(text) && !text.empty() && text.size() < 6 &&
                text.find_first_not_of("0123456789") == std::string_view::npos) {

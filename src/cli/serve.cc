@@ -31,7 +31,11 @@ struct ServeFlags {
   std::string service_types;
   std::string decision_timeout = "10s";
   bool data_dir_given = false;
+  bool fetch_wait_given = false;
 };
+
+// Consumer long-poll on the embedded mock, in ms (see RunServe).
+constexpr int kDevFetchWaitMs = 5;
 
 int Fail(const std::string& message) {
   fprintf(stderr, "dcm serve: %s\n", message.c_str());
@@ -58,7 +62,9 @@ int RunServe(ServeFlags flags) {
     mock = std::move(*created);
     if (auto status = mock->CreateTopics(topics); !status) return Fail(status.error().message);
     config.kafka_brokers = mock->bootstrap();
-    config.fetch_wait_max_ms = 10;  // the mock answers empty fetches only after the full wait
+    // The mock answers an empty fetch only after the full long-poll, so every consumer hop costs
+    // up to this much latency (../shared/KAFKA-NOTES.md). Short polls are cheap on loopback.
+    if (!flags.fetch_wait_given) config.fetch_wait_max_ms = kDevFetchWaitMs;
   }
   std::string temp_dir;
   if (config.dev && !flags.data_dir_given) {
@@ -135,6 +141,18 @@ int RunServe(ServeFlags flags) {
     w.Field("registrar_owner", registrar.IsOwner());
     w.Field("registry_lag", registry_runner.Lag());
     w.Field("registry_events_applied", static_cast<int64_t>(registry_runner.Applied()));
+  };
+
+  ops.projections = [&](JsonWriter& w) {
+    auto digest = (*store)->Digest(RegistryProjection::kPrefix);
+    w.BeginObject();
+    w.Field("name", RegistryProjection::kName);
+    w.Field("topic", config.topics.Providers());
+    w.Field("digest", digest ? *digest : "error: " + digest.error().message);
+    w.Field("applied", static_cast<int64_t>(registry_runner.Applied()));
+    w.Field("lag", registry_runner.Lag());
+    w.Field("caught_up", registry_runner.CaughtUp());
+    w.EndObject();
   };
 
   http::ServerOptions server_options;
@@ -225,6 +243,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->callback([flags, exit_code, cmd] {
     flags->data_dir_given = cmd->count("--data-dir") > 0;
+    flags->fetch_wait_given = cmd->count("--fetch-wait-max-ms") > 0;
     *exit_code = RunServe(*flags);
   });
 }

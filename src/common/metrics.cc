@@ -18,6 +18,10 @@ Histogram::Histogram() : buckets_(new std::atomic<uint64_t>[Buckets().size()]) {
 }
 
 void Histogram::Observe(double seconds) {
+  // A wall clock stepping back gives a negative latency; casting it (or NaN, or infinity) to
+  // uint64_t below is undefined behaviour. Clamp to [0, 1e12 s].
+  if (!(seconds >= 0)) seconds = 0;
+  if (seconds > 1e12) seconds = 1e12;
   const auto& b = Buckets();
   for (size_t i = 0; i < b.size(); ++i) {
     if (seconds <= b[i]) {

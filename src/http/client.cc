@@ -123,8 +123,7 @@ struct HttpClient::Impl {
   // One request/response on the open connection. `*stale` is set when the failure looks like
   // a connection the server had already closed (nothing of a response was read).
   Result<HttpResponse> Exchange(bhttp::request<bhttp::string_body>& req, bool head,
-                                Clock::time_point deadline, const std::string& what,
-                                bool* stale) {
+                                Clock::time_point deadline, const std::string& what, bool* stale) {
     *stale = false;
     beast::error_code ec;
     stream.expires_at(deadline);
@@ -183,8 +182,7 @@ HttpClient::~HttpClient() { impl_->Close(); }
 void HttpClient::Close() { impl_->Close(); }
 
 Result<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
-                                         const std::string& body,
-                                         const std::string& content_type,
+                                         const std::string& body, const std::string& content_type,
                                          std::chrono::milliseconds timeout) {
   RETURN_IF_ERROR(impl_->init);
   if (!target.empty() && target.front() != '/' && target.front() != '?') {
@@ -201,8 +199,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   req.version(11);
   req.set(bhttp::field::host, impl_->host_header);
   req.set(bhttp::field::user_agent, "dcm");
-  const bool sends_body =
-      !body.empty() || method == "POST" || method == "PUT" || method == "PATCH";
+  const bool sends_body = !body.empty() || method == "POST" || method == "PUT" || method == "PATCH";
   if (sends_body) {
     if (!content_type.empty()) req.set(bhttp::field::content_type, content_type);
     req.body() = body;

@@ -55,4 +55,15 @@ HttpResponse Info(const OpsContext& ctx) {
   return Json(200, w.Take());
 }
 
+HttpResponse Projections(const OpsContext& ctx) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("projections");
+  w.BeginArray();
+  if (ctx.projections) ctx.projections(w);
+  w.EndArray();
+  w.EndObject();
+  return Json(200, w.Take());
+}
+
 }  // namespace dcm::http

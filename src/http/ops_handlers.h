@@ -32,11 +32,15 @@ struct OpsContext {
   AdminInfo info;
   // Live facts for /admin/info (e.g. whether this instance owns the registrar partition).
   std::function<void(JsonWriter&)> live_info;
+  // Renders the `projections` array of /admin/projections: name, digest, applied, lag, ready.
+  std::function<void(JsonWriter&)> projections;
 };
 
 HttpResponse Healthz();
 HttpResponse Readyz(const OpsContext& ctx);
 HttpResponse MetricsText(const OpsContext& ctx);
 HttpResponse Info(const OpsContext& ctx);
+// Each projection's state digest (SPEC §5.4: a rebuild must be byte-identical) and progress.
+HttpResponse Projections(const OpsContext& ctx);
 
 }  // namespace dcm::http

@@ -33,6 +33,7 @@ struct Routes {
     if (req.path == "/readyz") return respond(Readyz(ops));
     if (req.path == "/metrics") return respond(MetricsText(ops));
     if (req.path == "/admin/info") return respond(Info(ops));
+    if (req.path == "/admin/projections") return respond(Projections(ops));
     auto path = ApiPath(req.path);
     if (!path) return respond(Problem(404, "no such resource: " + req.path));
     if (*path == "/service-types") {

@@ -95,7 +95,8 @@ void ParseQuery(std::string_view query, std::multimap<std::string, std::string>*
     if (pair.empty()) continue;
     const size_t eq = pair.find('=');
     std::string_view key = pair.substr(0, eq);
-    std::string_view value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
     out->emplace(PercentDecode(key, true), PercentDecode(value, true));
   }
 }
@@ -196,7 +197,7 @@ struct Core {
   std::vector<std::unique_ptr<Worker>> workers;
 
   std::mutex mu;
-  bool stopped = false;                                                    // under mu
+  bool stopped = false;                                                       // under mu
   std::map<uint16_t, std::vector<std::shared_ptr<tcp::acceptor>>> listeners;  // under mu
 
   Counter* CodeCounter(Worker* w, int code) {
@@ -232,7 +233,6 @@ struct Core {
     return result;
   }
 };
-
 
 // A connection, living in its coroutine's frame. Registered with its worker so CloseListener
 // and Stop can close it.
@@ -301,7 +301,8 @@ asio::awaitable<ReadOutcome> ReadRequest(Conn* c, bool first) {
   size_t n = 0;
   if (c->buffer.size() == 0) {  // wait for the first byte under the idle deadline
     c->stream.expires_after(first ? o.read_timeout : o.idle_timeout);
-    std::tie(ec, n) = co_await c->stream.async_read_some(c->buffer.prepare(kFirstReadBytes), kTuple);
+    std::tie(ec, n) =
+        co_await c->stream.async_read_some(c->buffer.prepare(kFirstReadBytes), kTuple);
     if (ec) co_return out;
     c->buffer.commit(n);
   }
@@ -439,7 +440,9 @@ bool IsFramingHeader(std::string_view name) {
          beast::iequals(name, "connection");
 }
 
-int WireStatus(const HttpResponse& r) { return r.status >= 100 && r.status <= 999 ? r.status : 500; }
+int WireStatus(const HttpResponse& r) {
+  return r.status >= 100 && r.status <= 999 ? r.status : 500;
+}
 
 // Returns false if the write failed.
 asio::awaitable<bool> WriteResponse(Conn* c, HttpResponse r, bool head, bool keep_alive,

@@ -82,9 +82,9 @@ struct Provider {
 
   ProviderSnapshot Snapshot() const {
     std::lock_guard lock(mu);
-    return ProviderSnapshot{name,     service_type, endpoint,   port,      region_code,
-                            zone,     id,           registration, attempts, last_error,
-                            fault,    instances.size()};
+    return ProviderSnapshot{name,        service_type, endpoint, port,
+                            region_code, zone,         id,       registration,
+                            attempts,    last_error,   fault,    instances.size()};
   }
 };
 
@@ -226,6 +226,31 @@ void ServeProvider(Provider* p, HttpRequest req, Respond respond) {
   respond(NotFound("no route for " + path));
 }
 
+HttpResponse ErrorResponse(const Error& e) {
+  if (e.code == ErrorCode::kNotFound) return NotFound(e.message);
+  if (e.code == ErrorCode::kInvalidArgument) {
+    std::string detail = e.message;
+    for (const auto& f : e.fields) detail += "; " + f.field + ": " + f.message;
+    return BadRequest(detail);
+  }
+  return Problem(503, "Service Unavailable", e.message);
+}
+
+// Identity of provider `i` (SPEC §3.1 fields); port and endpoint come when it listens.
+std::unique_ptr<Provider> NewProvider(const SpSimOptions& o, int i) {
+  auto p = std::make_unique<Provider>();
+  const size_t n = static_cast<size_t>(i);
+  p->service_type = o.service_types[n % o.service_types.size()];
+  p->name = o.name_prefix + "-" + p->service_type + "-" + std::to_string(i);
+  p->display_name = "Simulated " + p->service_type + " provider " + std::to_string(i);
+  p->region_code = o.region_codes[n % o.region_codes.size()];
+  p->zone = p->region_code + static_cast<char>('a' + (n / o.region_codes.size()) % 3);
+  p->base_path = "/api/" + p->service_type;
+  p->registration =
+      o.register_with_dcm ? RegistrationState::kPending : RegistrationState::kDisabled;
+  return p;
+}
+
 }  // namespace
 
 // ---- names ------------------------------------------------------------------------------
@@ -340,11 +365,18 @@ struct SpSim::Impl {
   }
 
   Status Build();
-  Status ApplyFault(Provider& p, const FaultPatch& patch);
+  Result<uint16_t> ListenFor(Provider* p, uint16_t port);
+  // Applies `patch` to `p`, closing or re-opening its listener for kRefuse. Caller holds
+  // fault_mu. `log`: one line per provider (false when the caller logs for all).
+  Status ApplyFault(Provider& p, const FaultPatch& patch, bool log);
+  void LogFaultAll(const FaultPatch& patch);
   void RegistrarLoop();
   std::optional<std::chrono::milliseconds> RegisterOnce(http::HttpClient& client, Provider& p);
-  void ServeControl(HttpRequest req, Respond respond);
-  HttpResponse ProvidersJson(const std::vector<Provider*>& which) const;
+  Status SetFault(const std::string& name, const FaultPatch& patch);
+  Status SetFaultAll(const FaultPatch& patch);
+  HttpResponse Control(const HttpRequest& req);
+  HttpResponse ProviderJson(const std::string& name) const;
+  HttpResponse AllProvidersJson() const;
 };
 
 Status SpSim::Impl::Build() {
@@ -355,40 +387,35 @@ Status SpSim::Impl::Build() {
   ASSIGN_OR_RETURN(control_server, http::HttpServer::Create(http::ServerOptions{}));
   const size_t colon = options.control_listen.rfind(':');
   control_host = colon == std::string::npos ? "" : options.control_listen.substr(0, colon);
+  if (control_host.size() >= 2 && control_host.front() == '[') {
+    control_host = control_host.substr(1, control_host.size() - 2);
+  }
   if (control_host.empty()) control_host = "0.0.0.0";
   ASSIGN_OR_RETURN(control_port, control_server->Listen(options.control_listen,
                                                         [this](HttpRequest req, Respond respond) {
-                                                          ServeControl(std::move(req),
-                                                                       std::move(respond));
+                                                          respond(Control(req));
                                                         }));
-  const std::string listen_host = UrlHost(options.host);
   for (int i = 0; i < options.count; ++i) {
-    auto p = std::make_unique<Provider>();
-    const size_t n = static_cast<size_t>(i);
-    p->service_type = options.service_types[n % options.service_types.size()];
-    p->name = options.name_prefix + "-" + p->service_type + "-" + std::to_string(i);
-    p->display_name = "Simulated " + p->service_type + " provider " + std::to_string(i);
-    p->region_code = options.region_codes[n % options.region_codes.size()];
-    p->zone = p->region_code + static_cast<char>('a' + (n / options.region_codes.size()) % 3);
-    p->base_path = "/api/" + p->service_type;
-    p->registration = options.register_with_dcm ? RegistrationState::kPending
-                                                : RegistrationState::kDisabled;
-    Provider* raw = p.get();
-    ASSIGN_OR_RETURN(p->port, providers_server->Listen(listen_host + ":0",
-                                                       [raw](HttpRequest req, Respond respond) {
-                                                         ServeProvider(raw, std::move(req),
-                                                                       std::move(respond));
-                                                       }));
-    p->endpoint = "http://" + listen_host + ":" + std::to_string(p->port) + p->base_path;
-    if (!by_name.emplace(p->name, raw).second) {
+    auto p = NewProvider(options, i);
+    if (by_name.count(p->name) > 0) {
       return MakeError(ErrorCode::kInvalidArgument, "duplicate provider name " + p->name);
     }
+    ASSIGN_OR_RETURN(p->port, ListenFor(p.get(), 0));
+    p->endpoint = "http://" + UrlHost(options.host) + ":" + std::to_string(p->port) + p->base_path;
+    by_name.emplace(p->name, p.get());
     providers.push_back(std::move(p));
   }
   return OkStatus();
 }
 
-Status SpSim::Impl::ApplyFault(Provider& p, const FaultPatch& patch) {
+Result<uint16_t> SpSim::Impl::ListenFor(Provider* p, uint16_t port) {
+  return providers_server->Listen(UrlHost(options.host) + ":" + std::to_string(port),
+                                  [p](HttpRequest req, Respond respond) {
+                                    ServeProvider(p, std::move(req), std::move(respond));
+                                  });
+}
+
+Status SpSim::Impl::ApplyFault(Provider& p, const FaultPatch& patch, bool log) {
   FaultConfig before;
   {
     std::lock_guard lock(p.mu);
@@ -403,12 +430,7 @@ Status SpSim::Impl::ApplyFault(Provider& p, const FaultPatch& patch) {
   if (!was_refusing && refuses) {
     providers_server->CloseListener(p.port);
   } else if (was_refusing && !refuses) {
-    Provider* raw = &p;
-    auto port = providers_server->Listen(
-        UrlHost(options.host) + ":" + std::to_string(p.port),
-        [raw](HttpRequest req, Respond respond) {
-          ServeProvider(raw, std::move(req), std::move(respond));
-        });
+    auto port = ListenFor(&p, p.port);
     if (!port) {
       logger->error("msg=\"cannot re-open provider port\" name={} port={} error=\"{}\"", p.name,
                     p.port, port.error().message);
@@ -421,11 +443,20 @@ Status SpSim::Impl::ApplyFault(Provider& p, const FaultPatch& patch) {
     std::lock_guard lock(p.mu);
     p.fault = after;
   }
-  if (!(before == after)) {
+  if (log && !(before == after)) {
     logger->info("msg=\"fault set\" name={} health={} fail_creates={} fail_deletes={}", p.name,
                  HealthFaultName(after.health), after.fail_creates, after.fail_deletes);
   }
   return OkStatus();
+}
+
+void SpSim::Impl::LogFaultAll(const FaultPatch& patch) {
+  auto text = [](const std::optional<bool>& v) {
+    return v ? (*v ? "true" : "false") : "unchanged";
+  };
+  logger->info("msg=\"fault set\" name=* health={} fail_creates={} fail_deletes={}",
+               patch.health ? HealthFaultName(*patch.health) : "unchanged",
+               text(patch.fail_creates), text(patch.fail_deletes));
 }
 
 // ---- registration -----------------------------------------------------------------------
@@ -448,8 +479,8 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpCli
   w.Field("zone", p.zone);
   w.EndObject();
   w.EndObject();
-  auto res = client.Request("POST", options.api_prefix + "/providers", w.Take(),
-                            "application/json", options.register_timeout);
+  auto res = client.Request("POST", options.api_prefix + "/providers", w.Take(), "application/json",
+                            options.register_timeout);
 
   std::string error;
   bool retry = true;
@@ -491,18 +522,23 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpCli
     return std::nullopt;
   }
   if (!retry) {
-    logger->error("msg=\"registration rejected\" name={} attempt={} error=\"{}\"", p.name,
-                  attempts, error);
+    logger->error("msg=\"registration rejected\" name={} attempt={} error=\"{}\"", p.name, attempts,
+                  error);
     return std::nullopt;
   }
   // base·2^(attempts-1), capped; computed in doubles to avoid overflow on long outages.
   const double factor = std::pow(2.0, std::min(attempts - 1, 30));
-  const auto delay = std::chrono::milliseconds(static_cast<int64_t>(std::min<double>(
-      static_cast<double>(options.register_backoff_cap.count()),
-      static_cast<double>(options.register_backoff_base.count()) * factor)));
-  logger->warn("msg=\"registration failed, will retry\" name={} attempt={} retry_in_ms={} "
-               "error=\"{}\"",
-               p.name, attempts, delay.count(), error);
+  const auto delay = std::chrono::milliseconds(static_cast<int64_t>(
+      std::min<double>(static_cast<double>(options.register_backoff_cap.count()),
+                       static_cast<double>(options.register_backoff_base.count()) * factor)));
+  // Warn on the first failure and every tenth, so a long DCM outage with 1000 providers does
+  // not flood stderr; the rest go to debug.
+  const auto level =
+      attempts == 1 || attempts % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
+  logger->log(level,
+              "msg=\"registration failed, will retry\" name={} attempt={} retry_in_ms={} "
+              "error=\"{}\"",
+              p.name, attempts, delay.count(), error);
   return delay;
 }
 
@@ -526,69 +562,64 @@ void SpSim::Impl::RegistrarLoop() {
 
 // ---- control API --------------------------------------------------------------------------
 
-HttpResponse SpSim::Impl::ProvidersJson(const std::vector<Provider*>& which) const {
+Status SpSim::Impl::SetFault(const std::string& name, const FaultPatch& patch) {
+  auto it = by_name.find(name);
+  if (it == by_name.end()) {
+    return MakeError(ErrorCode::kNotFound, "no simulated provider '" + name + "'");
+  }
+  std::lock_guard lock(fault_mu);
+  return ApplyFault(*it->second, patch, true);
+}
+
+Status SpSim::Impl::SetFaultAll(const FaultPatch& patch) {
+  std::lock_guard lock(fault_mu);
+  for (auto& p : providers) RETURN_IF_ERROR(ApplyFault(*p, patch, false));
+  LogFaultAll(patch);
+  return OkStatus();
+}
+
+HttpResponse SpSim::Impl::ProviderJson(const std::string& name) const {
+  auto it = by_name.find(name);
+  if (it == by_name.end()) return NotFound("no simulated provider '" + name + "'");
+  JsonWriter w;
+  RenderProvider(w, it->second->Snapshot());
+  return Json(200, w.Take());
+}
+
+HttpResponse SpSim::Impl::AllProvidersJson() const {
   JsonWriter w;
   w.BeginArray();
-  for (const Provider* p : which) RenderProvider(w, p->Snapshot());
+  for (const auto& p : providers) RenderProvider(w, p->Snapshot());
   w.EndArray();
   return Json(200, w.Take());
 }
 
-void SpSim::Impl::ServeControl(HttpRequest req, Respond respond) {
+// GET /sim/providers[/{name}], PUT /sim/providers/{name}/fault, PUT /sim/fault.
+HttpResponse SpSim::Impl::Control(const HttpRequest& req) {
   static const std::string kProviders = "/sim/providers";
+  static const std::string kFaultSuffix = "/fault";
   const std::string& path = req.path;
-  auto fault_patch = [&]() -> Result<FaultPatch> { return ParseFaultPatch(req.body); };
-  auto fail = [&](const Error& e) {
-    if (e.code == ErrorCode::kNotFound) return NotFound(e.message);
-    if (e.code == ErrorCode::kInvalidArgument) {
-      std::string detail = e.message;
-      for (const auto& f : e.fields) detail += "; " + f.field + ": " + f.message;
-      return BadRequest(detail);
-    }
-    return Problem(503, "Service Unavailable", e.message);
-  };
-
   if (path == kProviders) {
-    if (req.method != "GET") return respond(MethodNotAllowed(req.method));
-    std::vector<Provider*> all;
-    for (auto& p : providers) all.push_back(p.get());
-    return respond(ProvidersJson(all));
+    return req.method == "GET" ? AllProvidersJson() : MethodNotAllowed(req.method);
   }
   if (path == "/sim/fault") {
-    if (req.method != "PUT") return respond(MethodNotAllowed(req.method));
-    auto patch = fault_patch();
-    if (!patch) return respond(fail(patch.error()));
-    std::lock_guard lock(fault_mu);
-    for (auto& p : providers) {
-      if (auto st = ApplyFault(*p, *patch); !st) return respond(fail(st.error()));
-    }
-    std::vector<Provider*> all;
-    for (auto& p : providers) all.push_back(p.get());
-    return respond(ProvidersJson(all));
+    if (req.method != "PUT") return MethodNotAllowed(req.method);
+    auto patch = ParseFaultPatch(req.body);
+    if (!patch) return ErrorResponse(patch.error());
+    if (auto st = SetFaultAll(*patch); !st) return ErrorResponse(st.error());
+    return AllProvidersJson();
   }
-  if (path.rfind(kProviders + "/", 0) == 0) {
-    std::string rest = path.substr(kProviders.size() + 1);
-    const bool fault = rest.size() > 6 && rest.compare(rest.size() - 6, 6, "/fault") == 0;
-    if (fault) rest.resize(rest.size() - 6);
-    auto it = by_name.find(rest);
-    if (it == by_name.end()) return respond(NotFound("no simulated provider '" + rest + "'"));
-    Provider* p = it->second;
-    if (!fault) {
-      if (req.method != "GET") return respond(MethodNotAllowed(req.method));
-      JsonWriter w;
-      RenderProvider(w, p->Snapshot());
-      return respond(Json(200, w.Take()));
-    }
-    if (req.method != "PUT") return respond(MethodNotAllowed(req.method));
-    auto patch = fault_patch();
-    if (!patch) return respond(fail(patch.error()));
-    std::lock_guard lock(fault_mu);
-    if (auto st = ApplyFault(*p, *patch); !st) return respond(fail(st.error()));
-    JsonWriter w;
-    RenderProvider(w, p->Snapshot());
-    return respond(Json(200, w.Take()));
+  if (path.rfind(kProviders + "/", 0) != 0) return NotFound("no route for " + path);
+  std::string name = path.substr(kProviders.size() + 1);
+  if (!name.ends_with(kFaultSuffix)) {
+    return req.method == "GET" ? ProviderJson(name) : MethodNotAllowed(req.method);
   }
-  respond(NotFound("no route for " + path));
+  name.resize(name.size() - kFaultSuffix.size());
+  if (req.method != "PUT") return MethodNotAllowed(req.method);
+  auto patch = ParseFaultPatch(req.body);
+  if (!patch) return ErrorResponse(patch.error());
+  if (auto st = SetFault(name, *patch); !st) return ErrorResponse(st.error());
+  return ProviderJson(name);
 }
 
 // ---- public API ---------------------------------------------------------------------------
@@ -665,18 +696,9 @@ std::vector<ProviderSnapshot> SpSim::Providers() const {
 }
 
 Status SpSim::SetFault(const std::string& name, const FaultPatch& patch) {
-  auto it = impl_->by_name.find(name);
-  if (it == impl_->by_name.end()) {
-    return MakeError(ErrorCode::kNotFound, "no simulated provider '" + name + "'");
-  }
-  std::lock_guard lock(impl_->fault_mu);
-  return impl_->ApplyFault(*it->second, patch);
+  return impl_->SetFault(name, patch);
 }
 
-Status SpSim::SetFaultAll(const FaultPatch& patch) {
-  std::lock_guard lock(impl_->fault_mu);
-  for (auto& p : impl_->providers) RETURN_IF_ERROR(impl_->ApplyFault(*p, patch));
-  return OkStatus();
-}
+Status SpSim::SetFaultAll(const FaultPatch& patch) { return impl_->SetFaultAll(patch); }
 
 }  // namespace dcm::sim

@@ -70,9 +70,9 @@ enum class RegistrationState { kDisabled, kPending, kRegistered, kRejected };
 const char* RegistrationStateName(RegistrationState state);
 
 struct ProviderSnapshot {
-  std::string name;          // {prefix}-{service_type}-{i}
+  std::string name;  // {prefix}-{service_type}-{i}
   std::string service_type;
-  std::string endpoint;      // http://{host}:{port}/api/{service_type}
+  std::string endpoint;  // http://{host}:{port}/api/{service_type}
   uint16_t port = 0;
   std::string region_code;
   std::string zone;

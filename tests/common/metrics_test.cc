@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 namespace dcm {
@@ -100,6 +101,25 @@ TEST(MetricsTest, RendersFamiliesSortedByNameOncePerFamily) {
   const std::string text = m.RenderPrometheus();
   EXPECT_LT(text.find("# HELP alpha"), text.find("# HELP zeta"));
   EXPECT_EQ(text.find("# TYPE alpha"), text.rfind("# TYPE alpha"));
+}
+
+TEST(MetricsTest, HistogramCountsNegativeAndNanObservationsAsZero) {
+  Metrics m;
+  Histogram& h = m.GetHistogram("h", "help");
+  h.Observe(-0.5);  // a wall clock that stepped back
+  h.Observe(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(h.Count(), 2u);
+  EXPECT_EQ(h.CumulativeCounts().front(), 2u);
+  EXPECT_EQ(h.Sum(), 0.0);
+}
+
+TEST(MetricsTest, HistogramCountsInfiniteObservationsInTheInfBucketOnly) {
+  Metrics m;
+  Histogram& h = m.GetHistogram("h", "help");
+  h.Observe(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(h.Count(), 1u);
+  EXPECT_EQ(h.CumulativeCounts().back(), 0u);
+  EXPECT_EQ(h.Sum(), 1e12);
 }
 
 TEST(MetricsTest, EmptyRegistryRendersNothing) {

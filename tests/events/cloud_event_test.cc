@@ -197,7 +197,7 @@ TEST(CloudEventTest, DecodeRejectsHugeBalancedNesting) {
 }
 
 TEST(CloudEventTest, DecodeEnforcesTheDepthLimitExactly) {
-  // The event object is level 1 and data level 2, so data may nest kMaxJsonDepth - 2 more.
+  // The event object adds one level to data, so data may nest kMaxJsonDepth - 1 levels.
   auto nested = [](size_t levels) {
     std::string s;
     for (size_t i = 0; i < levels; ++i) s += "{\"a\":";

@@ -37,7 +37,9 @@ class ClientTest : public ::testing::Test {
 };
 
 void Echo(HttpRequest req, Respond respond) {
-  respond(HttpResponse{200, "text/plain", req.method + " " + req.target + " " + req.body,
+  respond(HttpResponse{200,
+                       "text/plain",
+                       req.method + " " + req.target + " " + req.body,
                        {{"X-Seen-Type", req.Header("content-type") ? *req.Header("content-type")
                                                                    : std::string("none")}}});
 }

@@ -175,7 +175,7 @@ TEST_F(ServerTest, DecodesPercentEncodedPathAndQuery) {
   EXPECT_EQ(*seen.Query("y"), "hello world");
   ASSERT_NE(seen.Query("flag"), nullptr);
   EXPECT_EQ(*seen.Query("flag"), "");
-  EXPECT_EQ(*seen.Query("e"), "%zz");  // invalid escapes are kept as sent
+  EXPECT_EQ(*seen.Query("e"), "%zz");             // invalid escapes are kept as sent
   ASSERT_NE(seen.Header("user-agent"), nullptr);  // names are lower-cased
   EXPECT_EQ(*seen.Header("host"), "127.0.0.1:" + std::to_string(port_));
 }
@@ -208,9 +208,8 @@ TEST_F(ServerTest, Returns413ForContentLengthOverLimit) {
   EXPECT_EQ(StatusLine(res), "HTTP/1.1 413 Payload Too Large");
   EXPECT_NE(res.find("Content-Type: application/problem+json"), std::string::npos);
   EXPECT_NE(res.find("Connection: close"), std::string::npos);
-  EXPECT_EQ(Body(res),
-            R"({"type":"about:blank","title":"Payload Too Large","status":413,)"
-            R"("detail":"request body exceeds 1000 bytes"})");
+  EXPECT_EQ(Body(res), R"({"type":"about:blank","title":"Payload Too Large","status":413,)"
+                       R"("detail":"request body exceeds 1000 bytes"})");
   EXPECT_TRUE(conn.WaitClosed(3s));
 }
 
@@ -246,8 +245,9 @@ TEST_F(ServerTest, AcceptsChunkedBodyWithinLimit) {
     respond(HttpResponse{});
   });
   RawConn conn(port_);
-  ASSERT_TRUE(conn.Send(
-      "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"));
+  ASSERT_TRUE(
+      conn.Send("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: "
+                "chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"));
   EXPECT_EQ(StatusLine(conn.ReadResponse()), "HTTP/1.1 200 OK");
   EXPECT_EQ(seen.body, "abcde");
 }
@@ -257,8 +257,8 @@ TEST_F(ServerTest, Returns431ForHugeHeaders) {
   options.max_header_bytes = 4096;
   Start(options);
   RawConn conn(port_);
-  ASSERT_TRUE(conn.Send("GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(8000, 'x') +
-                        "\r\n\r\n"));
+  ASSERT_TRUE(
+      conn.Send("GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(8000, 'x') + "\r\n\r\n"));
   const std::string res = conn.ReadResponse();
   EXPECT_EQ(StatusLine(res), "HTTP/1.1 431 Request Header Fields Too Large");
   EXPECT_NE(Body(res).find("\"status\":431"), std::string::npos);
@@ -453,7 +453,7 @@ TEST_F(ServerTest, RespondAfterStopIsSafe) {
   ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
   Respond respond = future.get();
   server_->Stop();
-  server_->Stop();  // idempotent
+  server_->Stop();          // idempotent
   respond(HttpResponse{});  // must not touch the destroyed io_context
   EXPECT_TRUE(conn.WaitClosed(3s));
 }

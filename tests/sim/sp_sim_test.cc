@@ -40,9 +40,8 @@ class FakeDcm {
   explicit FakeDcm(int failures, int final_status = 201)
       : failures_(failures), final_status_(final_status) {
     server_ = std::move(*http::HttpServer::Create({}));
-    port_ = *server_->Listen("127.0.0.1:0", [this](HttpRequest req, Respond respond) {
-      respond(Handle(req));
-    });
+    port_ = *server_->Listen("127.0.0.1:0",
+                             [this](HttpRequest req, Respond respond) { respond(Handle(req)); });
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<std::string> bodies() const {
@@ -64,7 +63,8 @@ class FakeDcm {
     }
     simdjson::dom::parser parser;
     std::string_view name = parser.parse(req.body)["name"].get_string().value_unsafe();
-    return HttpResponse{final_status_, "application/json",
+    return HttpResponse{final_status_,
+                        "application/json",
                         R"({"id":"id-)" + std::string(name) + R"(","status":"registered"})",
                         {}};
   }
@@ -250,9 +250,9 @@ TEST_F(SpSimTest, RefuseClosesThePortAndHealthyReopensIt) {
   EXPECT_EQ(Provider(1).fault.health, HealthFault::kRefuse);
   EXPECT_EQ(Health(0)->status, 200);
 
-  ASSERT_EQ(Control("PUT", "/sim/providers/" + p.name + "/fault", R"({"health":"healthy"})")
-                ->status,
-            200);
+  ASSERT_EQ(
+      Control("PUT", "/sim/providers/" + p.name + "/fault", R"({"health":"healthy"})")->status,
+      200);
   auto back = Health(1);
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->status, 200);
@@ -272,9 +272,9 @@ TEST_F(SpSimTest, CreateGetDeleteFollowTheSpApi) {
   EXPECT_EQ(simdjson::minify(doc["spec"]), R"({"cpu":2})");
 
   EXPECT_EQ(sp.Request("POST", "?id=inst-1", R"({"spec":{}})")->status, 409);
-  EXPECT_EQ(sp.Request("POST", "", R"({"spec":{}})")->status, 400);      // no id
+  EXPECT_EQ(sp.Request("POST", "", R"({"spec":{}})")->status, 400);        // no id
   EXPECT_EQ(sp.Request("POST", "?id=x", R"({"nospec":1})")->status, 400);  // no spec
-  EXPECT_EQ(sp.Request("POST", "?id=x", R"([1])")->status, 400);         // not an object
+  EXPECT_EQ(sp.Request("POST", "?id=x", R"([1])")->status, 400);           // not an object
   EXPECT_EQ(sp.Request("POST", "?id=x", "not json")->status, 400);
   EXPECT_EQ(Provider(0).instances, 1u);
 

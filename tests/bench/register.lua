@@ -1,0 +1,29 @@
+-- wrk script: POST /api/v1alpha1/providers with a unique name per request (registration load).
+-- Usage: wrk -t2 -c64 -d10s --latency -s tests/bench/register.lua http://127.0.0.1:8080
+local counter = 0
+local thread_id = 0
+local threads = {}
+
+function setup(thread)
+  thread_id = thread_id + 1
+  thread:set("tid", thread_id)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  prefix = "bench-" .. tid .. "-" .. math.random(1, 1000000000)
+end
+
+function request()
+  counter = counter + 1
+  local body = '{"name":"' .. prefix .. "-" .. counter ..
+      '","endpoint":"http://127.0.0.1:9/api/vm","service_type":"vm"}'
+  return wrk.format("POST", "/api/v1alpha1/providers",
+                    {["Content-Type"] = "application/json"}, body)
+end
+
+function response(status, headers, body)
+  if status ~= 201 then
+    errors = (errors or 0) + 1
+  end
+end

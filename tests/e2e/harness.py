@@ -1,0 +1,224 @@
+"""Process harness for the e2e tests: starts real `dcm dev-kafka`, `dcm serve` and `dcm sp-sim`
+processes on loopback ports, talks to them over HTTP, and kills them (SIGTERM or SIGKILL).
+
+Only the Python standard library is used, so a fresh Debian machine needs nothing but python3.
+The `dcm` binary comes from $DCM_BIN (ctest sets it). With $KAFKA_BROKERS set, the tests use
+that cluster instead of `dcm dev-kafka`, with a unique topic prefix per test.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+from urllib.parse import urlparse
+
+DCM_BIN = os.environ.get("DCM_BIN", "build/src/dcm")
+API = "/api/v1alpha1"
+
+
+def wait_until(predicate, timeout=30.0, interval=0.05, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (OSError, http.client.HTTPException) as e:  # not up yet
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Client:
+    """A keep-alive HTTP client for one base URL (not thread-safe: one per thread)."""
+
+    def __init__(self, base_url, timeout=30.0):
+        u = urlparse(base_url)
+        self.host, self.port, self.timeout = u.hostname, u.port, timeout
+        self.conn = None
+
+    def request(self, method, path, body=None, headers=None, raw=False):
+        headers = dict(headers or {})
+        if body is not None and not raw:
+            body = json.dumps(body).encode()
+            headers.setdefault("Content-Type", "application/json")
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                resp = self.conn.getresponse()
+                data = resp.read()
+                if resp.getheader("Connection", "").lower() == "close":
+                    self.close()
+                return Response(resp.status, dict(resp.getheaders()), data)
+            except (ConnectionError, http.client.RemoteDisconnected, BrokenPipeError):
+                self.close()
+                if attempt == 1:
+                    raise
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body, **kw)
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, {k.lower(): v for k, v in headers.items()}, body
+
+    def json(self):
+        return json.loads(self.body) if self.body else None
+
+    def __repr__(self):
+        return f"<{self.status} {self.body[:300]!r}>"
+
+
+class Process:
+    def __init__(self, args, name, env=None):
+        self.name = name
+        self.log = tempfile.NamedTemporaryFile(prefix=f"dcm-{name}-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
+        self.lines = []
+
+    def read_line(self, timeout=30.0):
+        result = []
+
+        def reader():
+            result.append(self.proc.stdout.readline())
+
+        t = threading.Thread(target=reader, daemon=True)
+        t.start()
+        t.join(timeout)
+        if not result or not result[0]:
+            raise AssertionError(f"{self.name} printed nothing (exit {self.proc.poll()}); "
+                                 f"log {self.log.name}:\n{self.tail()}")
+        self.lines.append(result[0].rstrip("\n"))
+        return self.lines[-1]
+
+    def tail(self, n=30):
+        try:
+            with open(self.log.name) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def kill(self, sig=signal.SIGTERM, timeout=15.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+class Cluster:
+    """A Kafka for one test: `dcm dev-kafka`, or $KAFKA_BROKERS with a fresh topic prefix."""
+
+    def __init__(self, partitions=4):
+        self.prefix = f"e2e-{uuid.uuid4().hex[:8]}."
+        self.external = os.environ.get("KAFKA_BROKERS")
+        self.kafka = None
+        if self.external:
+            self.bootstrap = self.external
+        else:
+            self.kafka = Process([DCM_BIN, "dev-kafka", "--partitions", str(partitions),
+                                  "--topic-prefix", self.prefix], "dev-kafka")
+            self.bootstrap = self.kafka.read_line()
+        self.instances = []
+        self.dirs = []
+
+    def serve(self, data_dir=None, name="serve", extra=()):
+        if data_dir is None:
+            data_dir = tempfile.mkdtemp(prefix="dcm-e2e-")
+            self.dirs.append(data_dir)
+        inst = Instance(self, data_dir, name, extra)
+        self.instances.append(inst)
+        return inst
+
+    def close(self):
+        for inst in self.instances:
+            inst.stop()
+        if self.kafka:
+            self.kafka.kill()
+        for d in self.dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class Instance:
+    def __init__(self, cluster, data_dir, name, extra=()):
+        self.cluster, self.data_dir, self.name = cluster, data_dir, name
+        args = [DCM_BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
+                "--kafka-brokers", cluster.bootstrap, "--topic-prefix", cluster.prefix,
+                "--session-timeout-ms", "4000", "--decision-timeout", "20s",
+                "--http-threads", "1", "--instance-id", name, *extra]
+        if not cluster.external:
+            args += ["--fetch-wait-max-ms", "10"]
+        self.proc = Process(args, name)
+        line = self.proc.read_line()
+        assert "listening on " in line, line
+        self.url = line.split("listening on ")[1].strip()
+        self.client = Client(self.url)
+        wait_until(lambda: self.client.get("/readyz").status == 200, what=f"{name} ready")
+
+    def stop(self, sig=signal.SIGTERM):
+        self.client.close()
+        return self.proc.kill(sig)
+
+    def digest(self):
+        return self.client.get("/admin/projections").json()["projections"][0]["digest"]
+
+    def providers(self):
+        out, token = [], None
+        while True:
+            path = f"{API}/providers?max_page_size=100" + (f"&page_token={token}" if token else "")
+            page = self.client.get(path).json()
+            out += page["providers"]
+            token = page.get("next_page_token")
+            if not token:
+                return out
+
+
+class DevServer:
+    """`dcm serve --dev`: everything in one process."""
+
+    def __init__(self, extra=()):
+        self.proc = Process([DCM_BIN, "serve", "--dev", "--listen", "127.0.0.1:0", *extra],
+                            "serve-dev")
+        line = self.proc.read_line()
+        assert "listening on " in line, line
+        self.url = line.split("listening on ")[1].strip()
+        self.bootstrap = self.proc.read_line().split(": ", 1)[1]
+        self.client = Client(self.url)
+        wait_until(lambda: self.client.get("/readyz").status == 200, what="dev server ready")
+
+    def stop(self):
+        self.client.close()
+        return self.proc.kill()
+
+
+def provider_body(name, service_type="vm", **extra):
+    body = {"name": name, "endpoint": f"http://127.0.0.1:9/{name}", "service_type": service_type}
+    body.update(extra)
+    return body
+
+
+def main():
+    unittest.main(verbosity=2)
