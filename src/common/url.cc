@@ -39,6 +39,10 @@ Result<Url> ParseHttpUrl(std::string_view text) {
     const auto p = authority.rfind(':');
     url.host.assign(authority.substr(0, p));
     if (p != std::string_view::npos) port_text = authority.substr(p + 1);
+    // "http://::1/" or "http://h:80:90/" would otherwise parse as host ":" or "h:80".
+    if (url.host.find(':') != std::string::npos) {
+      return bad("has a malformed host (IPv6 literals need [brackets])");
+    }
   }
   if (url.host.empty()) return bad("must have a host");
   url.port = url.scheme == "https" ? 443 : 80;

@@ -46,9 +46,24 @@ TEST(DurationTest, ParsesZero) {
 }
 
 TEST(DurationTest, RejectsBadDurations) {
-  const std::vector<std::string> bad = {"",     "s",     "10",      "10x",   "-5s",  "+5s",
-                                        "5 s",  " 5s",   "ms",      ".s",    "1..5s", "1.5.5s",
-                                        "5sm",  "h1",    "1e3s",    "10S",   "abc",  "1d",
+  const std::vector<std::string> bad = {"",
+                                        "s",
+                                        "10",
+                                        "10x",
+                                        "-5s",
+                                        "+5s",
+                                        "5 s",
+                                        " 5s",
+                                        "ms",
+                                        ".s",
+                                        "1..5s",
+                                        "1.5.5s",
+                                        "5sm",
+                                        "h1",
+                                        "1e3s",
+                                        "10S",
+                                        "abc",
+                                        "1d",
                                         "99999999999999999h"};
   for (const auto& text : bad) {
     auto d = ParseGoDuration(text);

@@ -34,11 +34,11 @@ TEST(JsonEscapeTest, KeepsPrintableAsciiVerbatim) {
 }
 
 TEST(JsonEscapeTest, KeepsValidMultiByteSequences) {
-  EXPECT_EQ(Escaped("caf\xC3\xA9"), "caf\xC3\xA9");                  // 2 bytes: é
-  EXPECT_EQ(Escaped("\xE2\x82\xAC"), "\xE2\x82\xAC");                // 3 bytes: €
-  EXPECT_EQ(Escaped("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");        // 4 bytes: 😀
-  EXPECT_EQ(Escaped("\xF4\x8F\xBF\xBF"), "\xF4\x8F\xBF\xBF");        // U+10FFFF
-  EXPECT_EQ(Escaped("\xEF\xBF\xBD"), "\xEF\xBF\xBD");                // U+FFFD itself
+  EXPECT_EQ(Escaped("caf\xC3\xA9"), "caf\xC3\xA9");            // 2 bytes: é
+  EXPECT_EQ(Escaped("\xE2\x82\xAC"), "\xE2\x82\xAC");          // 3 bytes: €
+  EXPECT_EQ(Escaped("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");  // 4 bytes: 😀
+  EXPECT_EQ(Escaped("\xF4\x8F\xBF\xBF"), "\xF4\x8F\xBF\xBF");  // U+10FFFF
+  EXPECT_EQ(Escaped("\xEF\xBF\xBD"), "\xEF\xBF\xBD");          // U+FFFD itself
 }
 
 TEST(JsonEscapeTest, ReplacesLoneContinuationAndInvalidBytes) {
@@ -67,7 +67,7 @@ TEST(JsonEscapeTest, RejectsSurrogatesAndCodePointsAboveMax) {
   EXPECT_EQ(Escaped("\xED\xA0\x80").substr(0, 3), kReplacement);  // U+D800
   EXPECT_EQ(Escaped("\xED\xBF\xBF").find("\xED"), std::string::npos);
   EXPECT_EQ(Escaped("\xF4\x90\x80\x80").find("\xF4"), std::string::npos);  // U+110000
-  EXPECT_EQ(Escaped("\xED\x9F\xBF"), "\xED\x9F\xBF");  // U+D7FF is fine
+  EXPECT_EQ(Escaped("\xED\x9F\xBF"), "\xED\x9F\xBF");                      // U+D7FF is fine
 }
 
 TEST(JsonEscapeTest, ReplacementThenResyncsOnNextValidCharacter) {

@@ -56,26 +56,26 @@ TEST(TimeFormatTest, RejectsGarbage) {
       "",
       "garbage",
       "2026-01-01",
-      "2026-01-01T00:00:00",          // no offset
-      "2026-01-01 00:00:00Z",         // space separator
-      "2026-01-01T00:00:00.Z",        // no fraction digits
+      "2026-01-01T00:00:00",              // no offset
+      "2026-01-01 00:00:00Z",             // space separator
+      "2026-01-01T00:00:00.Z",            // no fraction digits
       "2026-01-01T00:00:00.1234567890Z",  // 10 fraction digits
-      "2026-13-01T00:00:00Z",         // month 13
-      "2026-02-30T00:00:00Z",         // no such day
-      "2025-02-29T00:00:00Z",         // not a leap year
-      "2026-01-01T24:00:00Z",         // hour 24
-      "2026-01-01T00:60:00Z",         // minute 60
-      "2026-01-01T00:00:00+24:00",    // offset hour
-      "2026-01-01T00:00:00+01:60",    // offset minute
-      "2026-01-01T00:00:00+0100",     // offset without colon
-      "2026-01-01T00:00:00Zjunk",     // trailing bytes
-      "2026-01-01T00:00:00+01:00x",   // trailing after offset
-      "20a6-01-01T00:00:00Z",         // letter in year
-      "2026-01-01T-1:00:00Z",         // negative hour
-      "2026-01-01T00:-1:00Z",         // negative minute
-      "2026-01-01T00:00:-1Z",         // negative second
-      "2026-01-01T00:00:00+-1:00",    // negative offset hour
-      "2026-01-01T+1:00:00Z",         // signed hour
+      "2026-13-01T00:00:00Z",             // month 13
+      "2026-02-30T00:00:00Z",             // no such day
+      "2025-02-29T00:00:00Z",             // not a leap year
+      "2026-01-01T24:00:00Z",             // hour 24
+      "2026-01-01T00:60:00Z",             // minute 60
+      "2026-01-01T00:00:00+24:00",        // offset hour
+      "2026-01-01T00:00:00+01:60",        // offset minute
+      "2026-01-01T00:00:00+0100",         // offset without colon
+      "2026-01-01T00:00:00Zjunk",         // trailing bytes
+      "2026-01-01T00:00:00+01:00x",       // trailing after offset
+      "20a6-01-01T00:00:00Z",             // letter in year
+      "2026-01-01T-1:00:00Z",             // negative hour
+      "2026-01-01T00:-1:00Z",             // negative minute
+      "2026-01-01T00:00:-1Z",             // negative second
+      "2026-01-01T00:00:00+-1:00",        // negative offset hour
+      "2026-01-01T+1:00:00Z",             // signed hour
   };
   for (const auto& text : bad) {
     EXPECT_FALSE(ParseRfc3339(text).has_value()) << "accepted '" << text << "'";

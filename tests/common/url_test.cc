@@ -71,6 +71,21 @@ TEST(UrlTest, RejectsMalformedIpv6Literals) {
   EXPECT_FALSE(ParseHttpUrl("http://[]:80/").has_value());
 }
 
+TEST(UrlTest, RejectsUnbracketedIpv6AndDoubledPorts) {
+  for (const char* text : {"http://::1/", "http://2001:db8::1/x", "http://h:80:90/"}) {
+    auto url = ParseHttpUrl(text);
+    ASSERT_FALSE(url.has_value()) << "accepted " << text << " as host '" << url->host << "'";
+    EXPECT_NE(url.error().message.find("host"), std::string::npos);
+  }
+}
+
+TEST(UrlTest, EmptyPortMeansTheDefault) {
+  auto url = ParseHttpUrl("http://h:/x");
+  ASSERT_TRUE(url.has_value());
+  EXPECT_EQ(url->host, "h");
+  EXPECT_EQ(url->port, 80);
+}
+
 TEST(UrlTest, DropsFragmentAndKeepsQuery) {
   auto url = ParseHttpUrl("http://h/p?q=1#frag");
   ASSERT_TRUE(url.has_value());

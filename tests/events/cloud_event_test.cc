@@ -91,7 +91,8 @@ TEST(CloudEventTest, DecodeIgnoresUnknownAttributes) {
 }
 
 TEST(CloudEventTest, DecodeAcceptsSchemaVersionAsNumberOrNumericString) {
-  auto as_number = DecodeCloudEvent(EventJson(std::string(kGoodAttributes) + R"(,"schemaversion":2)"));
+  auto as_number =
+      DecodeCloudEvent(EventJson(std::string(kGoodAttributes) + R"(,"schemaversion":2)"));
   ASSERT_TRUE(as_number.has_value()) << as_number.error().message;
   EXPECT_EQ(as_number->schema_version, 2);
   auto as_string =
@@ -109,11 +110,12 @@ TEST(CloudEventTest, DecodeRejectsBadSchemaVersions) {
 }
 
 TEST(CloudEventTest, DecodeRejectsMissingRequiredAttributes) {
-  const std::string all[][2] = {{"id", R"("specversion":"1.0","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"},
-                                {"source", R"("specversion":"1.0","id":"e","type":"t","time":"2026-01-01T00:00:00Z")"},
-                                {"type", R"("specversion":"1.0","id":"e","source":"s","time":"2026-01-01T00:00:00Z")"},
-                                {"time", R"("specversion":"1.0","id":"e","source":"s","type":"t")"},
-                                {"specversion", R"("id":"e","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"}};
+  const std::string all[][2] = {
+      {"id", R"("specversion":"1.0","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"},
+      {"source", R"("specversion":"1.0","id":"e","type":"t","time":"2026-01-01T00:00:00Z")"},
+      {"type", R"("specversion":"1.0","id":"e","source":"s","time":"2026-01-01T00:00:00Z")"},
+      {"time", R"("specversion":"1.0","id":"e","source":"s","type":"t")"},
+      {"specversion", R"("id":"e","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"}};
   for (const auto& [attribute, attributes] : all) {
     SCOPED_TRACE(attribute);
     ExpectCorruption(EventJson(attributes), "'" + attribute + "'");
@@ -122,23 +124,28 @@ TEST(CloudEventTest, DecodeRejectsMissingRequiredAttributes) {
 
 TEST(CloudEventTest, DecodeRejectsEmptyOrNonStringRequiredAttributes) {
   ExpectCorruption(
-      EventJson(R"("specversion":"1.0","id":"","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
+      EventJson(
+          R"("specversion":"1.0","id":"","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
       "'id'");
   ExpectCorruption(
-      EventJson(R"("specversion":"1.0","id":7,"source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
+      EventJson(
+          R"("specversion":"1.0","id":7,"source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
       "'id'");
   ExpectCorruption(
-      EventJson(R"("specversion":"1.0","id":"e","source":null,"type":"t","time":"2026-01-01T00:00:00Z")"),
+      EventJson(
+          R"("specversion":"1.0","id":"e","source":null,"type":"t","time":"2026-01-01T00:00:00Z")"),
       "'source'");
   ExpectCorruption(EventJson(std::string(kGoodAttributes) + R"(,"subject":5)"), "'subject'");
 }
 
 TEST(CloudEventTest, DecodeRejectsWrongSpecVersion) {
   ExpectCorruption(
-      EventJson(R"("specversion":"0.3","id":"e","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
+      EventJson(
+          R"("specversion":"0.3","id":"e","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
       "specversion");
   ExpectCorruption(
-      EventJson(R"("specversion":1.0,"id":"e","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
+      EventJson(
+          R"("specversion":1.0,"id":"e","source":"s","type":"t","time":"2026-01-01T00:00:00Z")"),
       "specversion");
 }
 

@@ -78,8 +78,8 @@ CloudEvent ReEncode(const CloudEvent& event) {
     auto request_again = DecodeProviderRequest(again, kServiceTypes);
     EXPECT_TRUE(request_again.has_value());
     if (request_again) {
-    ExpectSameRequest(*request_again, *request);
-  }
+      ExpectSameRequest(*request_again, *request);
+    }
     return again;
   }
   auto outcome = DecodeProviderOutcome(event);
@@ -136,11 +136,10 @@ TEST(GoldenTest, EveryProviderEventTypeHasAGolden) {
     ASSERT_TRUE(event.has_value()) << golden.file;
     covered.insert(event->type);
   }
-  for (const char* type :
-       {event_type::kRegistrationRequested, event_type::kUpdateRequested,
-        event_type::kIdChangeRequested, event_type::kDeletionRequested, event_type::kRegistered,
-        event_type::kUpdated, event_type::kIdChanged, event_type::kDeleted,
-        event_type::kRejected}) {
+  for (const char* type : {event_type::kRegistrationRequested, event_type::kUpdateRequested,
+                           event_type::kIdChangeRequested, event_type::kDeletionRequested,
+                           event_type::kRegistered, event_type::kUpdated, event_type::kIdChanged,
+                           event_type::kDeleted, event_type::kRejected}) {
     EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
   }
 }

@@ -90,21 +90,21 @@ ProviderRequest MakeRequest(RequestKind kind, std::string id, bool with_spec,
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, ProviderRequestRoundTripTest,
-    testing::Values(
-        RequestCase{"RegisterWithoutId", MakeRequest(RequestKind::kRegister, "", true),
-                    event_type::kRegistrationRequested, "vm-east-1"},
-        RequestCase{"RegisterWithId", MakeRequest(RequestKind::kRegister, "sp-1", true),
-                    event_type::kRegistrationRequested, "sp-1"},
-        RequestCase{"Update", MakeRequest(RequestKind::kUpdate, "sp-1", true),
-                    event_type::kUpdateRequested, "sp-1"},
-        RequestCase{"ChangeId",
-                    MakeRequest(RequestKind::kChangeId, "sp-1", false,
-                                "123e4567-e89b-42d3-a456-426614174000"),
-                    event_type::kIdChangeRequested, "sp-1"},
-        RequestCase{"Delete", MakeRequest(RequestKind::kDelete, "sp-1", false),
-                    event_type::kDeletionRequested, "sp-1"},
-        RequestCase{"ForceDelete", MakeRequest(RequestKind::kDelete, "sp-1", false, "", true),
-                    event_type::kDeletionRequested, "sp-1"}),
+    testing::Values(RequestCase{"RegisterWithoutId", MakeRequest(RequestKind::kRegister, "", true),
+                                event_type::kRegistrationRequested, "vm-east-1"},
+                    RequestCase{"RegisterWithId", MakeRequest(RequestKind::kRegister, "sp-1", true),
+                                event_type::kRegistrationRequested, "sp-1"},
+                    RequestCase{"Update", MakeRequest(RequestKind::kUpdate, "sp-1", true),
+                                event_type::kUpdateRequested, "sp-1"},
+                    RequestCase{"ChangeId",
+                                MakeRequest(RequestKind::kChangeId, "sp-1", false,
+                                            "123e4567-e89b-42d3-a456-426614174000"),
+                                event_type::kIdChangeRequested, "sp-1"},
+                    RequestCase{"Delete", MakeRequest(RequestKind::kDelete, "sp-1", false),
+                                event_type::kDeletionRequested, "sp-1"},
+                    RequestCase{"ForceDelete",
+                                MakeRequest(RequestKind::kDelete, "sp-1", false, "", true),
+                                event_type::kDeletionRequested, "sp-1"}),
     [](const testing::TestParamInfo<RequestCase>& info) { return info.param.description; });
 
 TEST(ProviderRequestTest, EncodeGeneratesAnEventIdWhenNoneIsGiven) {
@@ -165,8 +165,8 @@ TEST(ProviderRequestTest, DecodeRejectsTypesThatAreNotRequests) {
 
 TEST(ProviderRequestTest, DecodeRejectsDataThatIsNotAnObject) {
   for (const char* data : {"[]", "not json", "\"x\"", ""}) {
-    auto r = DecodeProviderRequest(RequestEvent(event_type::kDeletionRequested, data),
-                                   kServiceTypes);
+    auto r =
+        DecodeProviderRequest(RequestEvent(event_type::kDeletionRequested, data), kServiceTypes);
     ASSERT_FALSE(r.has_value()) << data;
     EXPECT_EQ(r.error().code, ErrorCode::kCorruption) << data;
   }
@@ -197,8 +197,7 @@ TEST(ProviderRequestTest, DecodeValidatesIdFields) {
        "must be a string"},
       {event_type::kUpdateRequested, std::string("{") + kSpecData + "}", "id", "is required"},
       {event_type::kIdChangeRequested, R"({"id":"sp-1"})", "new_id", "is required"},
-      {event_type::kIdChangeRequested, R"({"id":"sp-1","new_id":"-x"})", "new_id",
-       "start and end"},
+      {event_type::kIdChangeRequested, R"({"id":"sp-1","new_id":"-x"})", "new_id", "start and end"},
       {event_type::kIdChangeRequested, R"({"new_id":"sp-2"})", "id", "is required"},
       {event_type::kDeletionRequested, R"({"force":true})", "id", "is required"},
       {event_type::kDeletionRequested, R"({"id":null})", "id", "is required"},
@@ -296,8 +295,7 @@ INSTANTIATE_TEST_SUITE_P(
                     event_type::kRegistered, "sp-1"},
         OutcomeCase{"Updated", WithProvider(Outcome(OutcomeKind::kUpdated, 2), "sp-1"),
                     event_type::kUpdated, "sp-1"},
-        OutcomeCase{"IdChanged",
-                    WithProvider(Outcome(OutcomeKind::kIdChanged, 3), "sp-2", "sp-1"),
+        OutcomeCase{"IdChanged", WithProvider(Outcome(OutcomeKind::kIdChanged, 3), "sp-2", "sp-1"),
                     event_type::kIdChanged, "sp-1"},
         OutcomeCase{"Deleted", WithProvider(Outcome(OutcomeKind::kDeleted, 4), "sp-1"),
                     event_type::kDeleted, "sp-1"},
@@ -312,10 +310,10 @@ INSTANTIATE_TEST_SUITE_P(
         OutcomeCase{"RejectedNotFound",
                     Rejection(404, RequestKind::kDelete, "", "sp-404", std::nullopt, {}),
                     event_type::kRejected, "sp-404"},
-        OutcomeCase{"RejectedChangeId",
-                    Rejection(409, RequestKind::kChangeId, "vm", "sp-2", ConflictRef{"sp-2", "x"},
-                              {}),
-                    event_type::kRejected, "sp-2"},
+        OutcomeCase{
+            "RejectedChangeId",
+            Rejection(409, RequestKind::kChangeId, "vm", "sp-2", ConflictRef{"sp-2", "x"}, {}),
+            event_type::kRejected, "sp-2"},
         OutcomeCase{"RejectedInvalid",
                     Rejection(400, RequestKind::kRegister, "", "", std::nullopt,
                               {{"endpoint", "must have a host"}, {"name", "is required"}}),
@@ -359,7 +357,7 @@ TEST(ProviderOutcomeTest, DecodeRejectsMalformedOutcomes) {
       {"dcm.provider.exploded", "{}"},
       {event_type::kRegistered, "[]"},
       {event_type::kRegistered, "{oops"},
-      {event_type::kRegistered, R"({"request_id":"r","seq":1})"},  // no provider
+      {event_type::kRegistered, R"({"request_id":"r","seq":1})"},               // no provider
       {event_type::kUpdated, R"({"request_id":"r","provider":{"name":"n"}})"},  // no id
       {event_type::kDeleted, R"({"request_id":"r","provider":"sp-1"})"},
       {event_type::kIdChanged, R"({"request_id":"r","provider":)" + kProviderJson + "}"},

@@ -76,43 +76,63 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"MissingName", {{"name", std::nullopt}}, "name", "is required"},
         InvalidCase{"NullName", {{"name", "null"}}, "name", "is required"},
         InvalidCase{"MissingEndpoint", {{"endpoint", std::nullopt}}, "endpoint", "is required"},
-        InvalidCase{"MissingServiceType", {{"service_type", std::nullopt}}, "service_type",
-                    "is required"},
+        InvalidCase{
+            "MissingServiceType", {{"service_type", std::nullopt}}, "service_type", "is required"},
         // Wrong JSON types.
         InvalidCase{"NameNumber", {{"name", "5"}}, "name", "must be a string, got number"},
         InvalidCase{"NameBool", {{"name", "true"}}, "name", "must be a string, got boolean"},
         InvalidCase{"NameArray", {{"name", R"(["a"])"}}, "name", "must be a string, got array"},
         InvalidCase{"NameObject", {{"name", "{}"}}, "name", "must be a string, got object"},
-        InvalidCase{"EndpointNumber", {{"endpoint", "8080"}}, "endpoint",
-                    "must be a string, got number"},
-        InvalidCase{"ServiceTypeArray", {{"service_type", R"(["vm"])"}}, "service_type",
+        InvalidCase{
+            "EndpointNumber", {{"endpoint", "8080"}}, "endpoint", "must be a string, got number"},
+        InvalidCase{"ServiceTypeArray",
+                    {{"service_type", R"(["vm"])"}},
+                    "service_type",
                     "must be a string, got array"},
         InvalidCase{"ServiceTypeCamelCaseWrongType",
                     {{"service_type", std::nullopt}, {"serviceType", "1"}},
                     "service_type",
                     "must be a string"},
-        InvalidCase{"DisplayNameNumber", {{"display_name", "1"}}, "display_name",
+        InvalidCase{"DisplayNameNumber",
+                    {{"display_name", "1"}},
+                    "display_name",
                     "must be a string, got number"},
-        InvalidCase{"DisplayNameCamelCaseWrongType", {{"displayName", "false"}}, "display_name",
+        InvalidCase{"DisplayNameCamelCaseWrongType",
+                    {{"displayName", "false"}},
+                    "display_name",
                     "must be a string, got boolean"},
-        InvalidCase{"SchemaVersionNumber", {{"schema_version", "1"}}, "schema_version",
-                    "must be a string"},
-        InvalidCase{"OperationsString", {{"operations", R"("create")"}}, "operations",
+        InvalidCase{
+            "SchemaVersionNumber", {{"schema_version", "1"}}, "schema_version", "must be a string"},
+        InvalidCase{"OperationsString",
+                    {{"operations", R"("create")"}},
+                    "operations",
                     "must be an array, got string"},
-        InvalidCase{"OperationsObject", {{"operations", "{}"}}, "operations",
+        InvalidCase{"OperationsObject",
+                    {{"operations", "{}"}},
+                    "operations",
                     "must be an array, got object"},
-        InvalidCase{"OperationItemNumber", {{"operations", R"(["read",1])"}}, "operations[1]",
+        InvalidCase{"OperationItemNumber",
+                    {{"operations", R"(["read",1])"}},
+                    "operations[1]",
                     "must be a string"},
-        InvalidCase{"MetadataString", {{"metadata", R"("x")"}}, "metadata",
+        InvalidCase{"MetadataString",
+                    {{"metadata", R"("x")"}},
+                    "metadata",
                     "must be an object, got string"},
-        InvalidCase{"MetadataArray", {{"metadata", "[]"}}, "metadata",
-                    "must be an object, got array"},
-        InvalidCase{"MetadataRegionCodeNumber", {{"metadata", R"({"region_code":1})"}},
-                    "metadata.region_code", "must be a string"},
-        InvalidCase{"MetadataZoneArray", {{"metadata", R"({"zone":[]})"}}, "metadata.zone",
+        InvalidCase{
+            "MetadataArray", {{"metadata", "[]"}}, "metadata", "must be an object, got array"},
+        InvalidCase{"MetadataRegionCodeNumber",
+                    {{"metadata", R"({"region_code":1})"}},
+                    "metadata.region_code",
                     "must be a string"},
-        InvalidCase{"MetadataResourcesString", {{"metadata", R"({"resources":"lots"})"}},
-                    "metadata.resources", "must be an object"},
+        InvalidCase{"MetadataZoneArray",
+                    {{"metadata", R"({"zone":[]})"}},
+                    "metadata.zone",
+                    "must be a string"},
+        InvalidCase{"MetadataResourcesString",
+                    {{"metadata", R"({"resources":"lots"})"}},
+                    "metadata.resources",
+                    "must be an object"},
         InvalidCase{"MetadataTooLarge",
                     {{"metadata", R"({"blob":")" + std::string(kMaxMetadataBytes, 'x') + "\"}"}},
                     "metadata",
@@ -120,28 +140,42 @@ INSTANTIATE_TEST_SUITE_P(
         // Endpoints.
         InvalidCase{"EndpointEmpty", {{"endpoint", R"("")"}}, "endpoint", "absolute"},
         InvalidCase{"EndpointRelative", {{"endpoint", R"("/api/v1")"}}, "endpoint", "absolute"},
-        InvalidCase{"EndpointFtp", {{"endpoint", R"("ftp://sp.example.com/x")"}}, "endpoint",
+        InvalidCase{"EndpointFtp",
+                    {{"endpoint", R"("ftp://sp.example.com/x")"}},
+                    "endpoint",
                     "http or https"},
         InvalidCase{"EndpointNoHost", {{"endpoint", R"("http:///api")"}}, "endpoint", "host"},
-        InvalidCase{"EndpointUserinfo", {{"endpoint", R"("http://u:p@h/")"}}, "endpoint",
-                    "credentials"},
+        InvalidCase{
+            "EndpointUserinfo", {{"endpoint", R"("http://u:p@h/")"}}, "endpoint", "credentials"},
         InvalidCase{"EndpointTooLong", {{"endpoint", Quoted(kLongEndpoint)}}, "endpoint", "2048"},
         // Values.
-        InvalidCase{"UnknownServiceType", {{"service_type", R"("gpu")"}}, "service_type",
+        InvalidCase{"UnknownServiceType",
+                    {{"service_type", R"("gpu")"}},
+                    "service_type",
                     "unknown service type 'gpu' (known: vm, container, database, cluster, "
                     "storage, network)"},
-        InvalidCase{"ServiceTypeIsCaseSensitive", {{"service_type", R"("VM")"}}, "service_type",
+        InvalidCase{"ServiceTypeIsCaseSensitive",
+                    {{"service_type", R"("VM")"}},
+                    "service_type",
                     "unknown service type"},
-        InvalidCase{"BadOperation", {{"operations", R"(["create","launch"])"}}, "operations[1]",
+        InvalidCase{"BadOperation",
+                    {{"operations", R"(["create","launch"])"}},
+                    "operations[1]",
                     "must be one of create, read, update, delete"},
-        InvalidCase{"SchemaVersionPattern", {{"schema_version", R"("1.0")"}}, "schema_version",
+        InvalidCase{"SchemaVersionPattern",
+                    {{"schema_version", R"("1.0")"}},
+                    "schema_version",
                     "must match"},
-        InvalidCase{"SchemaVersionEmpty", {{"schema_version", R"("")"}}, "schema_version",
+        InvalidCase{
+            "SchemaVersionEmpty", {{"schema_version", R"("")"}}, "schema_version", "must match"},
+        InvalidCase{"SchemaVersionBadQualifier",
+                    {{"schemaVersion", R"("v1gamma1")"}},
+                    "schema_version",
                     "must match"},
-        InvalidCase{"SchemaVersionBadQualifier", {{"schemaVersion", R"("v1gamma1")"}},
-                    "schema_version", "must match"},
-        InvalidCase{"DisplayNameTooLong", {{"display_name", Quoted(std::string(257, 'd'))}},
-                    "display_name", "at most 256"},
+        InvalidCase{"DisplayNameTooLong",
+                    {{"display_name", Quoted(std::string(257, 'd'))}},
+                    "display_name",
+                    "at most 256"},
         // Name rules.
         InvalidCase{"NameEmpty", {{"name", R"("")"}}, "name", "1-63"},
         InvalidCase{"NameTooLong", {{"name", Quoted(std::string(64, 'a'))}}, "name", "1-63"},
@@ -208,8 +242,9 @@ TEST(ParseProviderSpecTest, LowercasesAndDeduplicatesOperationsInRequestOrder) {
 }
 
 TEST(ParseProviderSpecTest, KeepsMetadataMinified) {
-  auto spec = Parse(Body(
-      {{"metadata", R"({ "region_code" : "eu-1", "zone": null, "resources": {"cpu": 4}, "x": [1] })"}}));
+  auto spec = Parse(
+      Body({{"metadata",
+             R"({ "region_code" : "eu-1", "zone": null, "resources": {"cpu": 4}, "x": [1] })"}}));
   ASSERT_TRUE(spec.has_value()) << spec.error().message;
   EXPECT_EQ(spec->metadata, R"({"region_code":"eu-1","zone":null,"resources":{"cpu":4},"x":[1]})");
 }
@@ -249,10 +284,9 @@ TEST(ParseProviderSpecTest, ReportsEveryBadFieldAtOnce) {
   auto spec = Parse("{}");
   ASSERT_FALSE(spec.has_value());
   EXPECT_EQ(spec.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(spec.error().fields,
-            (std::vector<FieldError>{{"name", "is required"},
-                                     {"endpoint", "is required"},
-                                     {"service_type", "is required"}}));
+  EXPECT_EQ(spec.error().fields, (std::vector<FieldError>{{"name", "is required"},
+                                                          {"endpoint", "is required"},
+                                                          {"service_type", "is required"}}));
   EXPECT_EQ(spec.error().message, "invalid provider: name is required (and 2 more)");
 }
 

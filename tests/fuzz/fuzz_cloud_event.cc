@@ -12,12 +12,12 @@
 #include "events/provider_events.h"
 #include "src/common/time_format.h"
 
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
+#define FUZZ_CHECK(cond)                                                                  \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "FUZZ_CHECK failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                 \
-    }                                                                               \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)
 
 namespace dcm::fuzz {
@@ -67,15 +67,39 @@ void CheckOutcomeRoundTrip(const CloudEvent& event) {
 // Built-in seeds for the standalone driver (tests/fuzz/standalone_main.cc).
 std::vector<std::string> Seeds() {
   return {
-      R"({"specversion":"1.0","id":"r1","source":"sp/a","type":"dcm.provider.registration_requested","subject":"sp-a","time":"2026-01-01T00:00:00.000Z","schemaversion":1,"data":{"id":"sp-a","name":"sp-a","endpoint":"http://sp-a.example.com/api","serviceType":"vm","operations":["CREATE","read"],"metadata":{"region_code":"eu-1","resources":{"cpu":4}}}})",
-      R"({"specversion":"1.0","id":"r2","source":"s","type":"dcm.provider.update_requested","time":"2026-01-01T00:00:00Z","schemaversion":"1","data":{"id":"sp-a","name":"sp-b","endpoint":"https://[::1]:8443/x","service_type":"container"}})",
-      R"({"specversion":"1.0","id":"r3","source":"s","type":"dcm.provider.id_change_requested","time":"2026-01-01T01:00:00+01:00","data":{"id":"sp-a","new_id":"123e4567-e89b-42d3-a456-426614174000"}})",
-      R"({"specversion":"1.0","id":"r4","source":"s","type":"dcm.provider.deletion_requested","time":"2026-01-01T00:00:00.123456789Z","data":{"id":"sp-a","force":true}})",
-      R"({"specversion":"1.0","id":"o1","source":"dcm/registrar","type":"dcm.provider.registered","subject":"sp-a","time":"2026-01-01T00:00:00.000Z","schemaversion":1,"data":{"request_id":"r1","seq":0,"provider":{"id":"sp-a","name":"sp-a","display_name":"A","endpoint":"http://h","service_type":"vm","schema_version":"v1alpha1","operations":["create"],"metadata":{},"create_time":"2026-01-01T00:00:00.000Z","update_time":"2026-01-01T00:00:00.000Z","seq":0}}})",
-      R"({"specversion":"1.0","id":"o3","source":"dcm/registrar","type":"dcm.provider.id_changed","time":"2026-01-01T00:00:00.000Z","data":{"request_id":"r3","seq":2,"old_id":"sp-a","provider":{"id":"sp-z","name":"sp-a"}}})",
-      R"({"specversion":"1.0","id":"o5","source":"dcm/registrar","type":"dcm.provider.rejected","time":"2026-01-01T00:00:00.000Z","data":{"request_id":"r5","seq":4,"request_type":"register","status":409,"detail":"taken","name":"sp-a","id":"x","errors":[{"field":"name","message":"m"},1],"conflict":{"id":"sp-a","name":"sp-a"}}})",
-      R"({"specversion":"1.0","id":"o6","source":"s","type":"dcm.provider.deleted","time":"2026-01-01T00:00:00.000Z","data":{"request_id":"r6","provider":{"id":"a","name":"b","metadata":{"a":[[[[{}]]]]}}}})",
-      "{\"specversion\":\"1.0\",\"id\":\"\\u0000\",\"source\":\"\\ud83d\\ude00\",\"type\":\"t\",\"time\":\"2026-01-01T00:00:00Z\",\"data\":{\"x\":\"\x7f\\u007f\"}}",
+      R"({"specversion":"1.0","id":"r1","source":"sp/a",)"
+      R"("type":"dcm.provider.registration_requested","subject":"sp-a",)"
+      R"("time":"2026-01-01T00:00:00.000Z","schemaversion":1,"data":{"id":"sp-a","name":"sp-a",)"
+      R"("endpoint":"http://sp-a.example.com/api","serviceType":"vm","operations":["CREATE",)"
+      R"("read"],"metadata":{"region_code":"eu-1","resources":{"cpu":4}}}})",
+      R"({"specversion":"1.0","id":"r2","source":"s","type":"dcm.provider.update_requested",)"
+      R"("time":"2026-01-01T00:00:00Z","schemaversion":"1","data":{"id":"sp-a","name":"sp-b",)"
+      R"("endpoint":"https://[::1]:8443/x","service_type":"container"}})",
+      R"({"specversion":"1.0","id":"r3","source":"s","type":"dcm.provider.id_change_requested",)"
+      R"("time":"2026-01-01T01:00:00+01:00","data":{"id":"sp-a",)"
+      R"("new_id":"123e4567-e89b-42d3-a456-426614174000"}})",
+      R"({"specversion":"1.0","id":"r4","source":"s","type":"dcm.provider.deletion_requested",)"
+      R"("time":"2026-01-01T00:00:00.123456789Z","data":{"id":"sp-a","force":true}})",
+      R"({"specversion":"1.0","id":"o1","source":"dcm/registrar",)"
+      R"("type":"dcm.provider.registered","subject":"sp-a","time":"2026-01-01T00:00:00.000Z",)"
+      R"("schemaversion":1,"data":{"request_id":"r1","seq":0,"provider":{"id":"sp-a",)"
+      R"("name":"sp-a","display_name":"A","endpoint":"http://h","service_type":"vm",)"
+      R"("schema_version":"v1alpha1","operations":["create"],"metadata":{},)"
+      R"("create_time":"2026-01-01T00:00:00.000Z","update_time":"2026-01-01T00:00:00.000Z",)"
+      R"("seq":0}}})",
+      R"({"specversion":"1.0","id":"o3","source":"dcm/registrar",)"
+      R"("type":"dcm.provider.id_changed","time":"2026-01-01T00:00:00.000Z",)"
+      R"("data":{"request_id":"r3","seq":2,"old_id":"sp-a","provider":{"id":"sp-z",)"
+      R"("name":"sp-a"}}})",
+      R"({"specversion":"1.0","id":"o5","source":"dcm/registrar","type":"dcm.provider.rejected",)"
+      R"("time":"2026-01-01T00:00:00.000Z","data":{"request_id":"r5","seq":4,)"
+      R"("request_type":"register","status":409,"detail":"taken","name":"sp-a","id":"x",)"
+      R"("errors":[{"field":"name","message":"m"},1],"conflict":{"id":"sp-a","name":"sp-a"}}})",
+      R"({"specversion":"1.0","id":"o6","source":"s","type":"dcm.provider.deleted",)"
+      R"("time":"2026-01-01T00:00:00.000Z","data":{"request_id":"r6","provider":{"id":"a",)"
+      R"("name":"b","metadata":{"a":[[[[{}]]]]}}}})",
+      "{\"specversion\":\"1.0\",\"id\":\"\\u0000\",\"source\":\"\\ud83d\\ude00\",\"type\":\"t\","
+      "\"time\":\"2026-01-01T00:00:00Z\",\"data\":{\"x\":\"\x7f\\u007f\"}}",
       std::string(2000, '[') + std::string(2000, ']'),
       std::string(200, '{'),
       "",

@@ -12,12 +12,12 @@
 #include "events/provider.h"
 #include "src/common/url.h"
 
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
+#define FUZZ_CHECK(cond)                                                                  \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "FUZZ_CHECK failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                 \
-    }                                                                               \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)
 
 namespace dcm::fuzz {
@@ -46,10 +46,17 @@ void CheckInvariants(const ProviderSpec& spec) {
 std::vector<std::string> Seeds() {
   return {
       R"({"name":"sp-1","endpoint":"http://sp1.example.com:8080/api","service_type":"vm"})",
-      R"({"name":"SP_1.eu","displayName":"D","endpoint":"https://[2001:db8::1]:8443/","serviceType":"database","schemaVersion":"v1beta2","operations":["CREATE","read","Read","delete"],"metadata":{"region_code":"eu-1","zone":"a","resources":{"cpu":{"total":4}},"x":[1,2.5,null,true]}})",
-      R"({"name":"a","endpoint":"http://h","service_type":"storage","display_name":null,"schema_version":null,"operations":null,"metadata":null,"id":"ignored","unknown":{"deep":[1]}})",
-      R"({"name":"-bad-","endpoint":"ftp://h","service_type":"gpu","operations":"create","metadata":[]})",
-      R"({"name":"x","endpoint":"http://u:p@h:0/","service_type":"vm","operations":["launch",1],"metadata":{"region_code":1,"resources":"r"}})",
+      R"({"name":"SP_1.eu","displayName":"D","endpoint":"https://[2001:db8::1]:8443/",)"
+      R"("serviceType":"database","schemaVersion":"v1beta2","operations":["CREATE","read","Read",)"
+      R"("delete"],"metadata":{"region_code":"eu-1","zone":"a","resources":{"cpu":{"total":4}},)"
+      R"("x":[1,2.5,null,true]}})",
+      R"({"name":"a","endpoint":"http://h","service_type":"storage","display_name":null,)"
+      R"("schema_version":null,"operations":null,"metadata":null,"id":"ignored",)"
+      R"("unknown":{"deep":[1]}})",
+      R"({"name":"-bad-","endpoint":"ftp://h","service_type":"gpu","operations":"create",)"
+      R"("metadata":[]})",
+      R"({"name":"x","endpoint":"http://u:p@h:0/","service_type":"vm","operations":["launch",1],)"
+      R"("metadata":{"region_code":1,"resources":"r"}})",
       R"({"name":"caf\u00e9","endpoint":"http://h/\u0000","service_type":"network"})",
       "{}",
       "[]",
@@ -71,8 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   dcm::fuzz::CheckInvariants(*spec);
-  const dcm::Provider provider{"p-1", *spec, "2026-01-01T00:00:00.000Z",
-                               "2026-01-01T00:00:00.000Z", 1};
+  const dcm::Provider provider{"p-1", *spec, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z",
+                               1};
   auto stored = dcm::DecodeProvider(dcm::EncodeProvider(provider));
   FUZZ_CHECK(stored.has_value());
   FUZZ_CHECK(*stored == provider);

@@ -91,13 +91,52 @@ std::vector<std::string> ReadInputs(const std::vector<std::string>& paths) {
 }
 
 // Fragments that matter to JSON, UTF-8, RFC 3339 and URL parsers.
-const std::vector<std::string> kTokens = {
-    "{", "}", "[", "]", "\"", ":", ",", "\\", "\\u0000", "\\ud800", "\\\"", "null", "true",
-    "-1", "1e999", "0.5", "18446744073709551616", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-    "\xEF\xBF\xBD", "\xF0\x9F\x98\x80", "\x7F", std::string(1, '\0'), "Z", "+01:00", "T",
-    "://", "@", "[::1]", ":65535", ":0", "%", "#", "?", "/", "http://", "https://",
-    "\"schemaversion\":2", "\"id\":", "\"name\":", "\"data\":{}", std::string(64, '['),
-    "dcm.provider.registered", "dcm.provider.rejected", "dcm.provider.registration_requested"};
+const std::vector<std::string> kTokens = {"{",
+                                          "}",
+                                          "[",
+                                          "]",
+                                          "\"",
+                                          ":",
+                                          ",",
+                                          "\\",
+                                          "\\u0000",
+                                          "\\ud800",
+                                          "\\\"",
+                                          "null",
+                                          "true",
+                                          "-1",
+                                          "1e999",
+                                          "0.5",
+                                          "18446744073709551616",
+                                          "\xC0\xAF",
+                                          "\xED\xA0\x80",
+                                          "\xF4\x90\x80\x80",
+                                          "\xEF\xBF\xBD",
+                                          "\xF0\x9F\x98\x80",
+                                          "\x7F",
+                                          std::string(1, '\0'),
+                                          "Z",
+                                          "+01:00",
+                                          "T",
+                                          "://",
+                                          "@",
+                                          "[::1]",
+                                          ":65535",
+                                          ":0",
+                                          "%",
+                                          "#",
+                                          "?",
+                                          "/",
+                                          "http://",
+                                          "https://",
+                                          "\"schemaversion\":2",
+                                          "\"id\":",
+                                          "\"name\":",
+                                          "\"data\":{}",
+                                          std::string(64, '['),
+                                          "dcm.provider.registered",
+                                          "dcm.provider.rejected",
+                                          "dcm.provider.registration_requested"};
 
 class Mutator {
  public:
@@ -193,7 +232,6 @@ int main(int argc, char** argv) {
     Run(mutator.Mutate(pool));
   }
   std::printf("%s: %zu seeds and %llu mutations (seed %llu): no failure\n", argv[0], pool.size(),
-              static_cast<unsigned long long>(runs),
-              static_cast<unsigned long long>(options.seed));
+              static_cast<unsigned long long>(runs), static_cast<unsigned long long>(options.seed));
   return 0;
 }

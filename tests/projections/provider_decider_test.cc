@@ -339,10 +339,10 @@ TEST_F(ProviderDeciderTest, DecisionsInOneBatchSeeEachOther) {
 }
 
 TEST_F(ProviderDeciderTest, RejectInvalidIsA400WithTheFieldErrors) {
-  Error error{ErrorCode::kInvalidArgument, "invalid provider: name is required",
-              {{"name", "is required"}}};
-  const ProviderOutcome o = decider_->RejectInvalid("req-1", RequestKind::kRegister, error, 7,
-                                                    batch_);
+  Error error{
+      ErrorCode::kInvalidArgument, "invalid provider: name is required", {{"name", "is required"}}};
+  const ProviderOutcome o =
+      decider_->RejectInvalid("req-1", RequestKind::kRegister, error, 7, batch_);
   EXPECT_EQ(o.kind, OutcomeKind::kRejected);
   EXPECT_EQ(o.status, 400);
   EXPECT_EQ(o.seq, 7);

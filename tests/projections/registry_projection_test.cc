@@ -49,8 +49,8 @@ CloudEvent Registered(const std::string& id, const std::string& name, int64_t se
 CloudEvent Updated(const std::string& id, const std::string& name, int64_t seq) {
   return OutcomeEvent(OutcomeKind::kUpdated, seq, MakeProvider(id, name, seq));
 }
-CloudEvent IdChanged(const std::string& old_id, const std::string& new_id,
-                     const std::string& name, int64_t seq) {
+CloudEvent IdChanged(const std::string& old_id, const std::string& new_id, const std::string& name,
+                     int64_t seq) {
   return OutcomeEvent(OutcomeKind::kIdChanged, seq, MakeProvider(new_id, name, seq), old_id);
 }
 CloudEvent Deleted(const std::string& id, const std::string& name, int64_t seq) {
@@ -72,7 +72,8 @@ CloudEvent Rejected(int64_t seq, int status) {
 class Registry {
  public:
   explicit Registry(const std::string& path)
-      : store_(OpenInMemory(path)), projection_(store_.get(), &waiters_, &metrics_),
+      : store_(OpenInMemory(path)),
+        projection_(store_.get(), &waiters_, &metrics_),
         view_(store_.get()) {}
 
   // Applies `events` in one batch, commits, then runs AfterCommit (like ProjectionRunner).
@@ -80,7 +81,8 @@ class Registry {
     StoreBatch batch;
     int64_t offset = 0;
     for (const auto& e : events) {
-      RETURN_IF_ERROR(projection_.Apply(e, EventPosition{"dcm.providers", 0, offset++, kT0}, batch));
+      RETURN_IF_ERROR(
+          projection_.Apply(e, EventPosition{"dcm.providers", 0, offset++, kT0}, batch));
     }
     RETURN_IF_ERROR(store_->Write(batch));
     projection_.AfterCommit(events);
@@ -151,10 +153,9 @@ TEST(RegistryProjectionTest, ProviderTakesTheOutcomeSeq) {
 
 TEST(RegistryProjectionTest, ApplyingTheSameOutcomeTwiceIsANoOp) {
   Registry r("/mem/reg");
-  const auto events = std::vector<CloudEvent>{Registered("id-a", "sp-a", 1),
-                                              Updated("id-a", "sp-a", 2),
-                                              IdChanged("id-a", "id-b", "sp-a", 3),
-                                              Deleted("id-b", "sp-a", 4), Rejected(5, 409)};
+  const auto events = std::vector<CloudEvent>{
+      Registered("id-a", "sp-a", 1), Updated("id-a", "sp-a", 2),
+      IdChanged("id-a", "id-b", "sp-a", 3), Deleted("id-b", "sp-a", 4), Rejected(5, 409)};
   for (const auto& e : events) {
     ASSERT_TRUE(r.Apply({e}));
     const std::string once = r.Digest();
@@ -195,8 +196,8 @@ TEST(RegistryProjectionTest, IdChangeAndLaterUpdateGiveTheSameStateInEitherOrder
 
 TEST(RegistryProjectionTest, DeleteTombstonePreventsResurrectionByAnOlderEvent) {
   Registry r("/mem/reg");
-  r.ApplyEach({Deleted("id-a", "sp-a", 5), Registered("id-a", "sp-a", 1),
-               Updated("id-a", "sp-a", 4)});
+  r.ApplyEach(
+      {Deleted("id-a", "sp-a", 5), Registered("id-a", "sp-a", 1), Updated("id-a", "sp-a", 4)});
   EXPECT_EQ(r.Get("id-a"), std::nullopt);
   EXPECT_TRUE(r.Ids().empty());
   // A newer registration of the same id (after the delete) brings it back.
@@ -266,8 +267,8 @@ TEST(RegistryProjectionTest, MalformedEventsAreCorruption) {
   no_provider.data = R"({"request_id":"r","seq":1})";
   bad.push_back(no_provider);
   CloudEvent no_request_id = Registered("id-a", "sp-a", 1);
-  no_request_id.data =
-      R"({"seq":1,"provider":{"id":"id-a","name":"sp-a","endpoint":"http://h","service_type":"vm"}})";
+  no_request_id.data = R"({"seq":1,"provider":{"id":"id-a","name":"sp-a","endpoint":"http://h",)"
+                       R"("service_type":"vm"}})";
   bad.push_back(no_request_id);
   CloudEvent too_new = Registered("id-a", "sp-a", 1);
   too_new.schema_version = kProviderEventSchemaVersion + 1;
@@ -325,8 +326,8 @@ TEST_F(RegistryViewListTest, PaginatesWithOpaqueTokens) {
     EXPECT_EQ(token.find("id-"), std::string::npos) << "token should be opaque: " << token;
   } while (!token.empty());
   EXPECT_EQ(page_sizes, (std::vector<size_t>{3, 3, 1}));
-  EXPECT_EQ(seen, (std::vector<std::string>{"id-1", "id-2", "id-3", "id-4", "id-5", "id-6",
-                                             "id-7"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"id-1", "id-2", "id-3", "id-4", "id-5", "id-6", "id-7"}));
 }
 
 TEST_F(RegistryViewListTest, FullLastPageHasNoToken) {
@@ -378,8 +379,7 @@ TEST_F(RegistryViewListTest, FiltersByServiceTypeAcrossPages) {
   } while (!token.empty());
   EXPECT_EQ(seen, (std::vector<std::string>{"id-1", "id-3", "id-5", "id-7"}));
   EXPECT_EQ(pages, 2);
-  EXPECT_EQ(registry_.Ids(ByType("database")),
-            (std::vector<std::string>{"id-2", "id-4", "id-6"}));
+  EXPECT_EQ(registry_.Ids(ByType("database")), (std::vector<std::string>{"id-2", "id-4", "id-6"}));
   EXPECT_TRUE(registry_.Ids(ByType("storage")).empty());
 }
 
