@@ -33,12 +33,12 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
   const auto started = clock_->Now();
   auto& latency = metrics_->GetHistogram("dcm_command_duration_seconds",
                                          "Request produced to outcome applied locally");
-  waiters_->Expect(request.id, clock_->NowMillis() + timeout_.count(),
-                   [done = std::move(done), started, &latency, clock = clock_](
-                       Result<CloudEvent> outcome) {
-                     latency.Observe(std::chrono::duration<double>(clock->Now() - started).count());
-                     done(std::move(outcome));
-                   });
+  waiters_->Expect(
+      request.id, clock_->NowMillis() + timeout_.count(),
+      [done = std::move(done), started, &latency, clock = clock_](Result<CloudEvent> outcome) {
+        latency.Observe(std::chrono::duration<double>(clock->Now() - started).count());
+        done(std::move(outcome));
+      });
   producer_->Produce(requests_topic_, request.subject, EncodeCloudEvent(request), {},
                      [waiters = waiters_, id = request.id](Result<KafkaPosition> result) {
                        if (!result) {
@@ -51,16 +51,17 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
 }
 
 void KafkaCommandBus::Record(const CloudEvent& outcome) {
-  producer_->Produce(outcomes_topic_, outcome.subject, EncodeCloudEvent(outcome), {},
-                     [metrics = metrics_](Result<KafkaPosition> result) {
-                       if (!result) {
-                         Logger("command-bus")->warn("msg=\"could not record outcome\" error=\"{}\"",
-                                                     result.error().message);
-                         metrics->GetCounter("dcm_record_failures_total",
-                                             "Edge outcomes that could not be recorded")
-                             .Inc();
-                       }
-                     });
+  producer_->Produce(
+      outcomes_topic_, outcome.subject, EncodeCloudEvent(outcome), {},
+      [metrics = metrics_](Result<KafkaPosition> result) {
+        if (!result) {
+          Logger("command-bus")
+              ->warn("msg=\"could not record outcome\" error=\"{}\"", result.error().message);
+          metrics
+              ->GetCounter("dcm_record_failures_total", "Edge outcomes that could not be recorded")
+              .Inc();
+        }
+      });
 }
 
 }  // namespace dcm

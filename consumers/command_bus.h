@@ -19,8 +19,8 @@ namespace dcm {
 class KafkaCommandBus final : public CommandBus {
  public:
   KafkaCommandBus(Producer* producer, OutcomeWaiters* waiters, std::string requests_topic,
-                  std::string outcomes_topic, std::chrono::milliseconds timeout,
-                  const Clock* clock, Metrics* metrics);
+                  std::string outcomes_topic, std::chrono::milliseconds timeout, const Clock* clock,
+                  Metrics* metrics);
   ~KafkaCommandBus() override;
 
   void Submit(const CloudEvent& request, Done done) override;

@@ -10,12 +10,14 @@ std::shared_ptr<std::promise<Status>> DeadLetter(Producer& producer,
                                                  const std::string& consumer,
                                                  const std::string& reason, Metrics* metrics) {
   static auto logger = Logger("dead-letter");
-  logger->warn("msg=\"poison record dead-lettered\" consumer={} topic={} partition={} offset={} "
-               "reason=\"{}\"",
-               consumer, message.topic, message.partition, message.offset, reason);
+  logger->warn(
+      "msg=\"poison record dead-lettered\" consumer={} topic={} partition={} offset={} "
+      "reason=\"{}\"",
+      consumer, message.topic, message.partition, message.offset, reason);
   if (metrics) {
-    metrics->GetCounter("dcm_dead_letters_total", "Records sent to the dead-letter topic",
-                        "consumer=\"" + consumer + "\"")
+    metrics
+        ->GetCounter("dcm_dead_letters_total", "Records sent to the dead-letter topic",
+                     "consumer=\"" + consumer + "\"")
         .Inc();
   }
   auto promise = std::make_shared<std::promise<Status>>();

@@ -223,8 +223,8 @@ void Consumer::Close() {
 }
 
 Status Consumer::Assign(const std::string& topic, const std::map<int32_t, int64_t>& offsets) {
-  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(
-      static_cast<int>(offsets.size()));
+  rd_kafka_topic_partition_list_t* list =
+      rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()));
   for (const auto& [partition, offset] : offsets) {
     rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
   }
@@ -298,8 +298,8 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
       const void* value;
       size_t size;
       for (size_t h = 0; !rd_kafka_header_get_all(hdrs, h, &name, &value, &size); ++h) {
-        msg.headers.emplace_back(name, value ? std::string(static_cast<const char*>(value), size)
-                                             : std::string());
+        msg.headers.emplace_back(
+            name, value ? std::string(static_cast<const char*>(value), size) : std::string());
       }
     }
     rd_kafka_message_destroy(m);

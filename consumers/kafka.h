@@ -68,10 +68,9 @@ class Producer {
                const std::vector<std::pair<std::string, std::string>>& headers,
                OnDelivery on_delivery);
   // Produces and waits for the delivery report.
-  Result<KafkaPosition> ProduceSync(const std::string& topic, const std::string& key,
-                                    const std::string& value,
-                                    const std::vector<std::pair<std::string, std::string>>&
-                                        headers = {});
+  Result<KafkaPosition> ProduceSync(
+      const std::string& topic, const std::string& key, const std::string& value,
+      const std::vector<std::pair<std::string, std::string>>& headers = {});
   Status Flush(int timeout_ms);
   KafkaHandle* handle() const { return rk_; }
 
@@ -113,8 +112,8 @@ class Consumer {
   // Cached high watermark of a partition (from the last fetch), or -1 if unknown.
   int64_t HighWatermark(const std::string& topic, int32_t partition) const;
   // Asks the broker for the low and high watermarks.
-  Result<std::pair<int64_t, int64_t>> QueryWatermarks(const std::string& topic,
-                                                      int32_t partition, int timeout_ms) const;
+  Result<std::pair<int64_t, int64_t>> QueryWatermarks(const std::string& topic, int32_t partition,
+                                                      int timeout_ms) const;
   // Leaves the group (revoking its partitions) before destruction.
   void Close();
   KafkaHandle* handle() const { return rk_; }

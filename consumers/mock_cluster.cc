@@ -32,8 +32,7 @@ MockCluster::~MockCluster() {
 Status MockCluster::CreateTopic(const std::string& name, int partitions) {
   const auto err = rd_kafka_mock_topic_create(cluster_, name.c_str(), partitions, 1);
   if (err) {
-    return MakeError(ErrorCode::kUnavailable,
-                     "mock topic " + name + ": " + rd_kafka_err2str(err));
+    return MakeError(ErrorCode::kUnavailable, "mock topic " + name + ": " + rd_kafka_err2str(err));
   }
   return OkStatus();
 }

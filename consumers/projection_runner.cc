@@ -34,8 +34,7 @@ Status ProjectionRunner::Start() {
   ASSIGN_OR_RETURN(auto stored, store_->LoadOffsets(projection_->Name(), options_.topic));
   std::map<int32_t, int64_t> assignment;
   for (int32_t p = 0; p < partitions; ++p) {
-    ASSIGN_OR_RETURN(auto marks,
-                     consumer_->QueryWatermarks(options_.topic, p, kMetadataTimeoutMs));
+    ASSIGN_OR_RETURN(auto marks, consumer_->QueryWatermarks(options_.topic, p, kMetadataTimeoutMs));
     targets_[p] = marks.second;
     auto it = stored.find(p);
     // Below the low watermark the broker no longer has the records (retention).
@@ -86,8 +85,8 @@ void ProjectionRunner::Run() {
     }
     if (!messages->empty()) {
       if (auto status = ProcessBatch(*messages); !status) {
-        logger->error("msg=\"projection stopped\" projection={} error=\"{}\"",
-                      projection_->Name(), status.error().message);
+        logger->error("msg=\"projection stopped\" projection={} error=\"{}\"", projection_->Name(),
+                      status.error().message);
         healthy_ = false;
         return;
       }

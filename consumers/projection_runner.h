@@ -31,8 +31,8 @@ struct RunnerOptions {
 
 class ProjectionRunner {
  public:
-  ProjectionRunner(RunnerOptions options, Store* store, Projection* projection,
-                   Producer* producer, Metrics* metrics);
+  ProjectionRunner(RunnerOptions options, Store* store, Projection* projection, Producer* producer,
+                   Metrics* metrics);
   ~ProjectionRunner();
 
   Status Start();

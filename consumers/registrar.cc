@@ -37,14 +37,13 @@ Status Registrar::Start() {
   ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, options_.group_id));
   RETURN_IF_ERROR(consumer_->Subscribe(
       options_.requests_topic,
-      Consumer::Rebalance{
-          [this](const std::string&, const std::vector<int32_t>& partitions) {
-            return OnAssign(partitions);
-          },
-          [this] {
-            owner_ = false;
-            Logger("registrar")->info("msg=\"registrar partition revoked\"");
-          }}));
+      Consumer::Rebalance{[this](const std::string&, const std::vector<int32_t>& partitions) {
+                            return OnAssign(partitions);
+                          },
+                          [this] {
+                            owner_ = false;
+                            Logger("registrar")->info("msg=\"registrar partition revoked\"");
+                          }}));
   running_ = true;
   thread_ = std::thread([this] { Run(); });
   return OkStatus();
@@ -61,8 +60,8 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
   std::map<int32_t, int64_t> offsets;
   auto stored = store_->LoadOffsets(ProviderDecider::kName, options_.requests_topic);
   if (!stored) {
-    Logger("registrar")->error("msg=\"cannot read decider offsets\" error=\"{}\"",
-                               stored.error().message);
+    Logger("registrar")
+        ->error("msg=\"cannot read decider offsets\" error=\"{}\"", stored.error().message);
     healthy_ = false;
     return offsets;
   }
@@ -72,8 +71,8 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
   }
   next_offset_ = offsets.count(0) && offsets[0] >= 0 ? offsets[0] : 0;
   owner_ = true;
-  Logger("registrar")->info("msg=\"registrar owns the request partition\" resume_offset={}",
-                            next_offset_);
+  Logger("registrar")
+      ->info("msg=\"registrar owns the request partition\" resume_offset={}", next_offset_);
   return offsets;
 }
 
@@ -140,10 +139,11 @@ Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
     if (known) continue;  // re-decided after a takeover; the outcome is already on the topic
     const CloudEvent out = EncodeProviderOutcome(outcome, options_.source, clock_->NowMillis());
     auto promise = std::make_shared<std::promise<Status>>();
-    producer_->Produce(options_.outcomes_topic, out.subject, EncodeCloudEvent(out), {},
-                       [promise](Result<KafkaPosition> result) {
-                         promise->set_value(result ? OkStatus() : Status(tl::unexpected(result.error())));
-                       });
+    producer_->Produce(
+        options_.outcomes_topic, out.subject, EncodeCloudEvent(out), {},
+        [promise](Result<KafkaPosition> result) {
+          promise->set_value(result ? OkStatus() : Status(tl::unexpected(result.error())));
+        });
     pending.push_back(std::move(promise));
   }
   for (auto& promise : pending) RETURN_IF_ERROR(promise->get_future().get());

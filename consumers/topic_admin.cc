@@ -42,9 +42,9 @@ Status CreateWithAdminApi(rd_kafka_t* rk, const std::vector<TopicSpec>& missing,
     for (size_t i = 0; i < count && status; ++i) {
       const auto err = rd_kafka_topic_result_error(topics[i]);
       if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-        status = MakeError(ErrorCode::kUnavailable,
-                           std::string("create topic ") + rd_kafka_topic_result_name(topics[i]) +
-                               ": " + rd_kafka_err2str(err));
+        status = MakeError(ErrorCode::kUnavailable, std::string("create topic ") +
+                                                        rd_kafka_topic_result_name(topics[i]) +
+                                                        ": " + rd_kafka_err2str(err));
       }
     }
   }
@@ -81,9 +81,9 @@ Status EnsureTopics(const KafkaOptions& options, const std::vector<TopicSpec>& t
     }
     if (auto status = CreateWithAdminApi(producer->handle(), missing, replication_factor);
         !status) {
-      return MakeError(status.error().code,
-                       status.error().message +
-                           " (on the embedded cluster, topics come from `dcm dev-kafka`)");
+      return MakeError(
+          status.error().code,
+          status.error().message + " (on the embedded cluster, topics come from `dcm dev-kafka`)");
     }
   }
   ASSIGN_OR_RETURN(int requests_partitions,

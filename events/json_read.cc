@@ -36,14 +36,20 @@ std::optional<simdjson::dom::element> Member(simdjson::dom::object object, std::
 
 const char* JsonTypeName(simdjson::dom::element element) {
   switch (element.type()) {
-    case simdjson::dom::element_type::ARRAY: return "array";
-    case simdjson::dom::element_type::OBJECT: return "object";
+    case simdjson::dom::element_type::ARRAY:
+      return "array";
+    case simdjson::dom::element_type::OBJECT:
+      return "object";
     case simdjson::dom::element_type::INT64:
     case simdjson::dom::element_type::UINT64:
-    case simdjson::dom::element_type::DOUBLE: return "number";
-    case simdjson::dom::element_type::STRING: return "string";
-    case simdjson::dom::element_type::BOOL: return "boolean";
-    case simdjson::dom::element_type::NULL_VALUE: return "null";
+    case simdjson::dom::element_type::DOUBLE:
+      return "number";
+    case simdjson::dom::element_type::STRING:
+      return "string";
+    case simdjson::dom::element_type::BOOL:
+      return "boolean";
+    case simdjson::dom::element_type::NULL_VALUE:
+      return "null";
   }
   return "unknown";
 }

@@ -29,8 +29,10 @@ bool MatchesSchemaVersion(std::string_view v) {
     return i - start;
   };
   if (digits() == 0) return false;
-  if (v.substr(i).starts_with("alpha")) i += 5;
-  else if (v.substr(i).starts_with("beta")) i += 4;
+  if (v.substr(i).starts_with("alpha"))
+    i += 5;
+  else if (v.substr(i).starts_with("beta"))
+    i += 4;
   digits();
   return i == v.size();
 }
@@ -43,7 +45,8 @@ bool ReadString(simdjson::dom::object body, std::string_view key, std::string_vi
   if (!value || value->is_null()) return false;
   std::string_view text;
   if (value->get(text)) {
-    errors->push_back({std::string(key), std::string("must be a string, got ") + JsonTypeName(*value)});
+    errors->push_back(
+        {std::string(key), std::string("must be a string, got ") + JsonTypeName(*value)});
     return false;
   }
   out->assign(text);
@@ -53,7 +56,8 @@ bool ReadString(simdjson::dom::object body, std::string_view key, std::string_vi
 void ValidateMetadata(simdjson::dom::element metadata, ProviderSpec* spec,
                       std::vector<FieldError>* errors) {
   if (!metadata.is_object()) {
-    errors->push_back({"metadata", std::string("must be an object, got ") + JsonTypeName(metadata)});
+    errors->push_back(
+        {"metadata", std::string("must be an object, got ") + JsonTypeName(metadata)});
     return;
   }
   for (const char* key : {"region_code", "zone"}) {
@@ -93,8 +97,7 @@ void ValidateOperations(simdjson::dom::element ops, ProviderSpec* spec,
       errors->push_back({field, "must be one of create, read, update, delete"});
       continue;
     }
-    if (std::find(spec->operations.begin(), spec->operations.end(), op) ==
-        spec->operations.end()) {
+    if (std::find(spec->operations.begin(), spec->operations.end(), op) == spec->operations.end()) {
       spec->operations.push_back(std::move(op));
     }
   }
@@ -131,10 +134,10 @@ Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element element,
                                        const std::vector<std::string>& service_types) {
   simdjson::dom::object body;
   if (element.get(body)) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     std::string("request body must be a JSON object, got ") +
-                         JsonTypeName(element),
-                     {{"body", "must be a JSON object"}});
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        std::string("request body must be a JSON object, got ") + JsonTypeName(element),
+        {{"body", "must be a JSON object"}});
   }
   ProviderSpec spec;
   std::vector<FieldError> errors;

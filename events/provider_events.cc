@@ -10,11 +10,16 @@ namespace {
 
 const char* OutcomeType(OutcomeKind kind) {
   switch (kind) {
-    case OutcomeKind::kRegistered: return event_type::kRegistered;
-    case OutcomeKind::kUpdated: return event_type::kUpdated;
-    case OutcomeKind::kIdChanged: return event_type::kIdChanged;
-    case OutcomeKind::kDeleted: return event_type::kDeleted;
-    case OutcomeKind::kRejected: return event_type::kRejected;
+    case OutcomeKind::kRegistered:
+      return event_type::kRegistered;
+    case OutcomeKind::kUpdated:
+      return event_type::kUpdated;
+    case OutcomeKind::kIdChanged:
+      return event_type::kIdChanged;
+    case OutcomeKind::kDeleted:
+      return event_type::kDeleted;
+    case OutcomeKind::kRejected:
+      return event_type::kRejected;
   }
   return "";
 }
@@ -72,10 +77,14 @@ Status ReadIdField(simdjson::dom::object data, std::string_view key, std::string
 
 const char* RequestKindName(RequestKind kind) {
   switch (kind) {
-    case RequestKind::kRegister: return "register";
-    case RequestKind::kUpdate: return "update";
-    case RequestKind::kChangeId: return "change_id";
-    case RequestKind::kDelete: return "delete";
+    case RequestKind::kRegister:
+      return "register";
+    case RequestKind::kUpdate:
+      return "update";
+    case RequestKind::kChangeId:
+      return "change_id";
+    case RequestKind::kDelete:
+      return "delete";
   }
   return "";
 }
@@ -133,11 +142,16 @@ CloudEvent EncodeProviderRequest(const ProviderRequest& r, const std::string& so
 Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
                                               const std::vector<std::string>& service_types) {
   ProviderRequest r;
-  if (event.type == event_type::kRegistrationRequested) r.kind = RequestKind::kRegister;
-  else if (event.type == event_type::kUpdateRequested) r.kind = RequestKind::kUpdate;
-  else if (event.type == event_type::kIdChangeRequested) r.kind = RequestKind::kChangeId;
-  else if (event.type == event_type::kDeletionRequested) r.kind = RequestKind::kDelete;
-  else return MakeError(ErrorCode::kCorruption, "not a provider request type: " + event.type);
+  if (event.type == event_type::kRegistrationRequested)
+    r.kind = RequestKind::kRegister;
+  else if (event.type == event_type::kUpdateRequested)
+    r.kind = RequestKind::kUpdate;
+  else if (event.type == event_type::kIdChangeRequested)
+    r.kind = RequestKind::kChangeId;
+  else if (event.type == event_type::kDeletionRequested)
+    r.kind = RequestKind::kDelete;
+  else
+    return MakeError(ErrorCode::kCorruption, "not a provider request type: " + event.type);
   RETURN_IF_ERROR(CheckVersion(event));
   r.request_id = event.id;
   r.requested_by = event.source;
@@ -222,12 +236,18 @@ CloudEvent EncodeProviderOutcome(const ProviderOutcome& o, const std::string& so
 
 Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event) {
   ProviderOutcome o;
-  if (event.type == event_type::kRegistered) o.kind = OutcomeKind::kRegistered;
-  else if (event.type == event_type::kUpdated) o.kind = OutcomeKind::kUpdated;
-  else if (event.type == event_type::kIdChanged) o.kind = OutcomeKind::kIdChanged;
-  else if (event.type == event_type::kDeleted) o.kind = OutcomeKind::kDeleted;
-  else if (event.type == event_type::kRejected) o.kind = OutcomeKind::kRejected;
-  else return MakeError(ErrorCode::kCorruption, "not a provider outcome type: " + event.type);
+  if (event.type == event_type::kRegistered)
+    o.kind = OutcomeKind::kRegistered;
+  else if (event.type == event_type::kUpdated)
+    o.kind = OutcomeKind::kUpdated;
+  else if (event.type == event_type::kIdChanged)
+    o.kind = OutcomeKind::kIdChanged;
+  else if (event.type == event_type::kDeleted)
+    o.kind = OutcomeKind::kDeleted;
+  else if (event.type == event_type::kRejected)
+    o.kind = OutcomeKind::kRejected;
+  else
+    return MakeError(ErrorCode::kCorruption, "not a provider outcome type: " + event.type);
   RETURN_IF_ERROR(CheckVersion(event));
   auto parsed = ParseJson(event.data);
   if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);

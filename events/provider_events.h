@@ -41,12 +41,12 @@ const char* RequestKindName(RequestKind kind);  // "register", "update", "change
 
 struct ProviderRequest {
   RequestKind kind = RequestKind::kRegister;
-  std::string request_id;        // the request event's id
-  std::string id;                // register: optional; others: the target provider
-  ProviderSpec spec;             // register, update
-  std::string new_id;            // change_id
-  bool force = false;            // delete
-  std::string requested_by;      // the request event's source
+  std::string request_id;    // the request event's id
+  std::string id;            // register: optional; others: the target provider
+  ProviderSpec spec;         // register, update
+  std::string new_id;        // change_id
+  bool force = false;        // delete
+  std::string requested_by;  // the request event's source
 };
 
 // Builds the request event (new random id, `source`, `time` = now).
@@ -70,7 +70,7 @@ struct ProviderOutcome {
   OutcomeKind kind = OutcomeKind::kRejected;
   std::string request_id;
   int64_t seq = 0;
-  Provider provider;   // registered, updated, id_changed: the state after; deleted: the state before
+  Provider provider;  // registered, updated, id_changed: the state after; deleted: the state before
   std::string old_id;  // id_changed
   // rejected:
   RequestKind request_kind = RequestKind::kRegister;

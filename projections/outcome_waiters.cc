@@ -4,8 +4,7 @@
 
 namespace dcm {
 
-void OutcomeWaiters::Expect(const std::string& request_id, int64_t deadline_ms,
-                            Callback callback) {
+void OutcomeWaiters::Expect(const std::string& request_id, int64_t deadline_ms, Callback callback) {
   std::lock_guard lock(mu_);
   waiters_[request_id] = Waiter{deadline_ms, std::move(callback)};
 }

@@ -63,17 +63,20 @@ Result<ProviderOutcome> ProviderDecider::Decide(const ProviderRequest& request, 
   o.attempted_id = request.id;
   batch.Put(RequestKey(request.request_id), "");
   switch (request.kind) {
-    case RequestKind::kRegister: return Register(request, std::move(o), time_ms, batch);
-    case RequestKind::kUpdate: return Update(request, std::move(o), time_ms, batch);
-    case RequestKind::kChangeId: return ChangeId(request, std::move(o), time_ms, batch);
-    case RequestKind::kDelete: return Delete(request, std::move(o), batch);
+    case RequestKind::kRegister:
+      return Register(request, std::move(o), time_ms, batch);
+    case RequestKind::kUpdate:
+      return Update(request, std::move(o), time_ms, batch);
+    case RequestKind::kChangeId:
+      return ChangeId(request, std::move(o), time_ms, batch);
+    case RequestKind::kDelete:
+      return Delete(request, std::move(o), batch);
   }
   return MakeError(ErrorCode::kInternal, "unknown request kind");
 }
 
 ProviderOutcome ProviderDecider::RejectInvalid(const std::string& request_id, RequestKind kind,
-                                               const Error& error, int64_t seq,
-                                               StoreBatch& batch) {
+                                               const Error& error, int64_t seq, StoreBatch& batch) {
   batch.Put(RequestKey(request_id), "");
   ProviderOutcome o;
   o.request_id = request_id;
@@ -105,13 +108,12 @@ Result<ProviderOutcome> ProviderDecider::Register(const ProviderRequest& r, Prov
   if (!r.id.empty()) {
     ASSIGN_OR_RETURN(auto id_holder, ById(r.id, batch));
     if (id_holder) {
-      return Conflict(std::move(o), *id_holder,
-                      "provider id '" + r.id + "' is already taken by provider '" +
-                          id_holder->spec.name + "'");
+      return Conflict(
+          std::move(o), *id_holder,
+          "provider id '" + r.id + "' is already taken by provider '" + id_holder->spec.name + "'");
     }
   }
-  const std::string id =
-      r.id.empty() ? DeterministicUuid("provider:" + r.request_id) : r.id;
+  const std::string id = r.id.empty() ? DeterministicUuid("provider:" + r.request_id) : r.id;
   const std::string now = FormatRfc3339Millis(time_ms);
   Provider created{id, r.spec, now, now, o.seq};
   Save(created, batch);
@@ -129,9 +131,9 @@ Result<ProviderOutcome> ProviderDecider::Update(const ProviderRequest& r, Provid
     if (name_holder) {
       ASSIGN_OR_RETURN(auto holder, ById(*name_holder, batch));
       if (!holder) return MakeError(ErrorCode::kCorruption, "name index points at a missing id");
-      return Conflict(std::move(o), *holder,
-                      "provider name '" + r.spec.name + "' is already registered with id '" +
-                          holder->id + "'");
+      return Conflict(
+          std::move(o), *holder,
+          "provider name '" + r.spec.name + "' is already registered with id '" + holder->id + "'");
     }
   }
   Remove(*existing, batch);

@@ -38,8 +38,8 @@ class ProviderDecider {
                                  StoreBatch& batch);
 
   // A rejection for a request whose data failed validation (400, with the field errors).
-  ProviderOutcome RejectInvalid(const std::string& request_id, RequestKind kind,
-                                const Error& error, int64_t seq, StoreBatch& batch);
+  ProviderOutcome RejectInvalid(const std::string& request_id, RequestKind kind, const Error& error,
+                                int64_t seq, StoreBatch& batch);
 
  private:
   Result<std::optional<Provider>> ById(const std::string& id, const StoreBatch& batch) const;

@@ -1,17 +1,49 @@
 #include "projections/registry_projection.h"
 
-#include <charconv>
 #include <strings.h>
+
+#include <charconv>
 
 namespace dcm {
 namespace {
 
 constexpr std::string_view kProviderKey = "reg/p/";
-constexpr std::string_view kTombstoneKey = "reg/t/";
 constexpr std::string_view kRequestKey = "reg/r/";
+// A value under reg/p/<id> is a 17-byte header, then the body:
+//   'P' <seq as 16 hex digits> <provider JSON>     a live provider
+//   'T' <seq as 16 hex digits>                     deleted or moved away at <seq>
+// One key per id keeps the fold at one read and one write per event.
+constexpr size_t kHeaderSize = 17;
 
 std::string Key(std::string_view prefix, std::string_view id) {
-  return std::string(prefix) + std::string(id);
+  std::string key;
+  key.reserve(prefix.size() + id.size());
+  key.append(prefix).append(id);
+  return key;
+}
+
+std::string Header(char kind, int64_t seq) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(kHeaderSize, kind);
+  for (int i = 0; i < 16; ++i) out[16 - i] = kHex[(static_cast<uint64_t>(seq) >> (4 * i)) & 0xF];
+  return out;
+}
+
+Result<int64_t> HeaderSeq(std::string_view value) {
+  uint64_t seq = 0;
+  if (value.size() < kHeaderSize || (value[0] != 'P' && value[0] != 'T') ||
+      std::from_chars(value.data() + 1, value.data() + kHeaderSize, seq, 16).ec != std::errc()) {
+    return MakeError(ErrorCode::kCorruption, "unreadable registry record");
+  }
+  return static_cast<int64_t>(seq);
+}
+
+// The provider in a stored value, or nullopt for a tombstone.
+Result<std::optional<Provider>> ProviderOf(std::string_view value) {
+  RETURN_IF_ERROR(HeaderSeq(value));
+  if (value[0] == 'T') return std::optional<Provider>();
+  ASSIGN_OR_RETURN(auto provider, DecodeProvider(value.substr(kHeaderSize)));
+  return std::optional<Provider>(std::move(provider));
 }
 
 std::string Hex(std::string_view text) {
@@ -44,40 +76,31 @@ RegistryProjection::RegistryProjection(Store* store, OutcomeWaiters* waiters, Me
 
 Result<int64_t> RegistryProjection::CurrentSeq(const std::string& id,
                                                const StoreBatch& batch) const {
-  ASSIGN_OR_RETURN(auto record, store_->Get(Key(kProviderKey, id), &batch));
-  if (record) {
-    ASSIGN_OR_RETURN(auto provider, DecodeProvider(*record));
-    return provider.seq;
-  }
-  ASSIGN_OR_RETURN(auto tombstone, store_->Get(Key(kTombstoneKey, id), &batch));
-  int64_t seq = -1;
-  if (tombstone) std::from_chars(tombstone->data(), tombstone->data() + tombstone->size(), seq);
-  return seq;
+  ASSIGN_OR_RETURN(auto value, store_->Get(Key(kProviderKey, id), &batch));
+  if (!value) return -1;
+  return HeaderSeq(*value);
 }
 
 Status RegistryProjection::Upsert(const Provider& provider, StoreBatch& batch) {
   ASSIGN_OR_RETURN(int64_t current, CurrentSeq(provider.id, batch));
   if (provider.seq <= current) return OkStatus();  // a duplicate or an older decision
-  batch.Put(Key(kProviderKey, provider.id), EncodeProvider(provider));
-  batch.Delete(Key(kTombstoneKey, provider.id));
+  batch.Put(Key(kProviderKey, provider.id), Header('P', provider.seq) + EncodeProvider(provider));
   return OkStatus();
 }
 
 Status RegistryProjection::Tombstone(const std::string& id, int64_t seq, StoreBatch& batch) {
   ASSIGN_OR_RETURN(int64_t current, CurrentSeq(id, batch));
   if (seq <= current) return OkStatus();
-  batch.Delete(Key(kProviderKey, id));
-  batch.Put(Key(kTombstoneKey, id), std::to_string(seq));
+  batch.Put(Key(kProviderKey, id), Header('T', seq));
   return OkStatus();
 }
 
-Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition&,
-                                 StoreBatch& batch) {
+Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition&, StoreBatch& batch) {
   ASSIGN_OR_RETURN(auto outcome, DecodeProviderOutcome(event));
   if (outcome.request_id.empty()) {
     return MakeError(ErrorCode::kCorruption, "outcome without request_id");
   }
-  Provider provider = outcome.provider;
+  Provider& provider = outcome.provider;
   provider.seq = outcome.seq;
   switch (outcome.kind) {
     case OutcomeKind::kRegistered:
@@ -95,32 +118,36 @@ Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition&,
       break;
   }
   batch.Put(Key(kRequestKey, outcome.request_id), event.type);
-  if (metrics_) {
-    metrics_->GetCounter("dcm_events_applied_total", "Events folded into projections",
-                         "projection=\"registry\",type=\"" + event.type + "\"")
-        .Inc();
-  }
+  if (metrics_) AppliedCounter(event.type).Inc();
   return OkStatus();
+}
+
+Counter& RegistryProjection::AppliedCounter(const std::string& type) {
+  auto it = applied_by_type_.find(type);
+  if (it != applied_by_type_.end()) return *it->second;
+  Counter& counter =
+      metrics_->GetCounter("dcm_events_applied_total", "Events folded into projections",
+                           "projection=\"registry\",type=\"" + type + "\"");
+  applied_by_type_.emplace(type, &counter);
+  return counter;
 }
 
 void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
   if (!waiters_) return;
   for (const auto& event : applied) {
-    // The request id is inside data; decode cheaply only when someone waits.
+    // The request id is inside data; decode only while someone waits.
     if (waiters_->Pending() == 0) return;
     if (auto outcome = DecodeProviderOutcome(event)) waiters_->Complete(outcome->request_id, event);
   }
 }
 
 Result<std::optional<Provider>> RegistryView::Get(const std::string& id) const {
-  ASSIGN_OR_RETURN(auto record, store_->Get(Key(kProviderKey, id)));
-  if (!record) return std::optional<Provider>();
-  ASSIGN_OR_RETURN(auto provider, DecodeProvider(*record));
-  return std::optional<Provider>(std::move(provider));
+  ASSIGN_OR_RETURN(auto value, store_->Get(Key(kProviderKey, id)));
+  if (!value) return std::optional<Provider>();
+  return ProviderOf(*value);
 }
 
-Result<ProviderPage> RegistryView::List(const ProviderFilter& filter,
-                                        const std::string& page_token,
+Result<ProviderPage> RegistryView::List(const ProviderFilter& filter, const std::string& page_token,
                                         size_t max_page_size) const {
   std::string start_after;
   if (!page_token.empty()) {
@@ -134,26 +161,29 @@ Result<ProviderPage> RegistryView::List(const ProviderFilter& filter,
   ProviderPage page;
   bool more = false;
   Status decode_status = OkStatus();
-  RETURN_IF_ERROR(store_->Scan(kProviderKey, start_after, [&](std::string_view, std::string_view v) {
-    auto provider = DecodeProvider(v);
-    if (!provider) {
-      decode_status = tl::unexpected(provider.error());
-      return false;
-    }
-    if (!filter.service_type.empty() && provider->spec.service_type != filter.service_type) {
-      return true;
-    }
-    if (!filter.health_status.empty() &&
-        strcasecmp(filter.health_status.c_str(), kInitialHealthStatus) != 0) {
-      return true;
-    }
-    if (page.providers.size() == max_page_size) {
-      more = true;
-      return false;
-    }
-    page.providers.push_back(std::move(*provider));
-    return true;
-  }));
+  RETURN_IF_ERROR(
+      store_->Scan(kProviderKey, start_after, [&](std::string_view, std::string_view v) {
+        auto stored = ProviderOf(v);
+        if (!stored) {
+          decode_status = tl::unexpected(stored.error());
+          return false;
+        }
+        if (!*stored) return true;  // a tombstone
+        auto& provider = *stored;
+        if (!filter.service_type.empty() && provider->spec.service_type != filter.service_type) {
+          return true;
+        }
+        if (!filter.health_status.empty() &&
+            strcasecmp(filter.health_status.c_str(), kInitialHealthStatus) != 0) {
+          return true;
+        }
+        if (page.providers.size() == max_page_size) {
+          more = true;
+          return false;
+        }
+        page.providers.push_back(std::move(*provider));
+        return true;
+      }));
   RETURN_IF_ERROR(decode_status);
   if (more && !page.providers.empty()) page.next_page_token = Hex(page.providers.back().id);
   return page;

@@ -1,8 +1,8 @@
 // RegistryProjection folds dcm.providers (the registrar's outcomes) into the provider registry
 // that GET /providers serves. RegistryView is its read-only query side.
 //
-// Keys:  reg/p/<id> -> provider JSON (events/provider.h, with `seq`)
-//        reg/t/<id> -> seq of the decision that deleted or renamed-away <id> (tombstone)
+// Keys:  reg/p/<id> -> 'P' + seq (16 hex) + provider JSON, or 'T' + seq for an id deleted or
+//                      moved away at that decision (a tombstone; views skip it)
 //        reg/r/<request_id> -> outcome type (each request's outcome applied once)
 //
 // dcm.providers is keyed by provider id over many partitions, so events of two ids can arrive
@@ -12,6 +12,7 @@
 // partitions interleave (SPEC §5.3, §5.4).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,18 +33,19 @@ class RegistryProjection final : public Projection {
   RegistryProjection(Store* store, OutcomeWaiters* waiters, Metrics* metrics);
 
   std::string Name() const override { return kName; }
-  Status Apply(const CloudEvent& event, const EventPosition& position,
-               StoreBatch& batch) override;
+  Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
   void AfterCommit(const std::vector<CloudEvent>& applied) override;
 
  private:
   Result<int64_t> CurrentSeq(const std::string& id, const StoreBatch& batch) const;
   Status Upsert(const Provider& provider, StoreBatch& batch);
   Status Tombstone(const std::string& id, int64_t seq, StoreBatch& batch);
+  Counter& AppliedCounter(const std::string& type);
 
   Store* store_;
   OutcomeWaiters* waiters_;
   Metrics* metrics_;
+  std::map<std::string, Counter*> applied_by_type_;  // runner thread only
 };
 
 struct ProviderFilter {

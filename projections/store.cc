@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/table.h>
-#include <rocksdb/filter_policy.h>
 #include <rocksdb/write_batch.h>
 
 #include <charconv>
@@ -68,20 +68,33 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
     opts.PrepareForBulkLoad();
     opts.memtable_factory.reset(new rocksdb::VectorRepFactory());
     opts.allow_concurrent_memtable_write = false;
+    opts.write_buffer_size = 256 << 20;
     store->bulk_load_ = true;
   }
   rocksdb::DB* db = nullptr;
   auto status = rocksdb::DB::Open(opts, path, &db);
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));
   store->db_.reset(db);
+  if (store->bulk_load_) {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->SeekToFirst();
+    if (it->Valid()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "a bulk load needs an empty directory, and " + path + " is not");
+    }
+  }
   return store;
 }
 
-Result<std::optional<std::string>> Store::Get(std::string_view key,
-                                              const StoreBatch* batch) const {
+Result<std::optional<std::string>> Store::Get(std::string_view key, const StoreBatch* batch) const {
   if (batch) {
     auto it = batch->pending_.find(std::string(key));
     if (it != batch->pending_.end()) return it->second;
+  }
+  if (bulk_load_) {
+    std::lock_guard lock(bulk_mu_);
+    auto it = bulk_index_.find(std::string(key));
+    return it == bulk_index_.end() ? std::optional<std::string>() : it->second;
   }
   std::string value;
   auto status = db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
@@ -95,6 +108,10 @@ Status Store::Write(StoreBatch& batch) {
   wo.disableWAL = bulk_load_;
   auto status = db_->Write(wo, batch.batch_.get());
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  if (bulk_load_) {
+    std::lock_guard lock(bulk_mu_);
+    for (auto& [key, value] : batch.pending_) bulk_index_[key] = std::move(value);
+  }
   batch.Clear();
   return OkStatus();
 }
@@ -139,6 +156,10 @@ Result<std::string> Store::Digest(std::string_view prefix) const {
 }
 
 Status Store::FinishBulkLoad() {
+  {
+    std::lock_guard lock(bulk_mu_);
+    bulk_index_.clear();
+  }
   auto status = db_->Flush(rocksdb::FlushOptions());
   if (status.ok()) status = db_->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr);
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,8 +49,11 @@ class StoreBatch {
 };
 
 struct StoreOptions {
-  // Fresh side directory for a rebuild: vector memtable, WAL off, bulk-load tuning
-  // (measured ~4x faster in ../shared/KAFKA-NOTES.md). Call Store::FinishBulkLoad before use.
+  // Rebuild into a fresh, empty directory (../shared/KAFKA-NOTES.md measured ~4x faster):
+  // vector memtable, WAL off, compaction deferred to FinishBulkLoad. A vector memtable re-sorts
+  // on every read, so in this mode Get is served from an in-memory index of everything written
+  // (the directory started empty, so the index is complete). That costs memory about the size
+  // of the projection. After FinishBulkLoad, reopen the directory with live options.
   bool bulk_load = false;
   // Keep everything in memory (RocksDB's MemEnv): hermetic unit tests.
   bool in_memory = false;
@@ -90,6 +94,8 @@ class Store {
   std::unique_ptr<rocksdb::Env> env_;  // only for in_memory
   std::unique_ptr<rocksdb::DB> db_;
   bool bulk_load_ = false;
+  mutable std::mutex bulk_mu_;
+  std::unordered_map<std::string, std::optional<std::string>> bulk_index_;  // bulk_load only
 };
 
 }  // namespace dcm

@@ -38,9 +38,9 @@ void RegisterDevKafkaCommand(CLI::App& app, int* exit_code) {
     }
     printf("%s\n", (*mock)->bootstrap().c_str());
     fflush(stdout);
-    Logger("dev-kafka")->info(
-        "msg=\"embedded Kafka cluster up; events are held in memory only\" bootstrap={}",
-        (*mock)->bootstrap());
+    Logger("dev-kafka")
+        ->info("msg=\"embedded Kafka cluster up; events are held in memory only\" bootstrap={}",
+               (*mock)->bootstrap());
     wait_for_signal();
     *exit_code = 0;
   });

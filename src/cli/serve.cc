@@ -104,8 +104,8 @@ int RunServe(ServeFlags flags) {
   RegistryProjection registry(store->get(), &waiters, &metrics);
   RegistryView registry_view(store->get());
   ProjectionRunner registry_runner(
-      RunnerOptions{config.topics.Providers(), config.topics.DeadLetter(), kafka},
-      store->get(), &registry, producer->get(), &metrics);
+      RunnerOptions{config.topics.Providers(), config.topics.DeadLetter(), kafka}, store->get(),
+      &registry, producer->get(), &metrics);
   if (auto status = registry_runner.Start(); !status) return Fail(status.error().message);
 
   RegistrarOptions registrar_options;
@@ -133,8 +133,12 @@ int RunServe(ServeFlags flags) {
        [&] { return registry_runner.CaughtUp() && registry_runner.Healthy(); }},
       {"registrar", [&] { return registrar.Healthy(); }},
   };
-  ops.info = http::AdminInfo{DCM_VERSION, config.instance_id, config.kafka_brokers,
-                             config.dev,  {},                 {"http", "registry", "registrar"},
+  ops.info = http::AdminInfo{DCM_VERSION,
+                             config.instance_id,
+                             config.kafka_brokers,
+                             config.dev,
+                             {},
+                             {"http", "registry", "registrar"},
                              config.data_dir};
   for (const auto& t : topics) ops.info.topics.push_back(t.name);
   ops.live_info = [&](JsonWriter& w) {
@@ -156,9 +160,9 @@ int RunServe(ServeFlags flags) {
   };
 
   http::ServerOptions server_options;
-  server_options.threads = config.http_threads > 0
-                               ? config.http_threads
-                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  server_options.threads =
+      config.http_threads > 0 ? config.http_threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   server_options.metrics = &metrics;
   auto server = http::HttpServer::Create(server_options);
   if (!server) return Fail(server.error().message);
@@ -169,9 +173,10 @@ int RunServe(ServeFlags flags) {
   printf("dcm serve listening on http://%s:%u\n", host.c_str(), *port);
   printf("kafka bootstrap servers: %s\n", config.kafka_brokers.c_str());
   if (config.dev) {
-    printf("dev mode: events are held in memory by the embedded Kafka cluster and are lost on "
-           "exit; data dir %s\n",
-           config.data_dir.c_str());
+    printf(
+        "dev mode: events are held in memory by the embedded Kafka cluster and are lost on "
+        "exit; data dir %s\n",
+        config.data_dir.c_str());
   }
   fflush(stdout);
   logger->info("msg=\"serving\" listen={}:{} kafka={} data_dir={} dev={}", host, *port,

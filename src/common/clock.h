@@ -28,9 +28,7 @@ class FakeClock final : public Clock {
  public:
   explicit FakeClock(int64_t start_millis = 1767225600000 /* 2026-01-01T00:00:00Z */)
       : millis_(start_millis) {}
-  TimePoint Now() const override {
-    return TimePoint(std::chrono::milliseconds(millis_.load()));
-  }
+  TimePoint Now() const override { return TimePoint(std::chrono::milliseconds(millis_.load())); }
   void Advance(std::chrono::milliseconds d) { millis_ += d.count(); }
   void Set(int64_t millis) { millis_ = millis; }
 

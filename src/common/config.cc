@@ -19,7 +19,8 @@ std::vector<std::string> SplitList(const std::string& text) {
 
 Status ValidateConfig(const Config& c) {
   if (c.listen.find(':') == std::string::npos) {
-    return MakeError(ErrorCode::kInvalidArgument, "--listen must be HOST:PORT, got '" + c.listen + "'");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--listen must be HOST:PORT, got '" + c.listen + "'");
   }
   if (!c.dev && c.kafka_brokers.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,

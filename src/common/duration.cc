@@ -16,7 +16,9 @@ Result<std::chrono::milliseconds> ParseGoDuration(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     size_t start = pos;
-    while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) ++pos;
+    while (pos < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+      ++pos;
     if (start == pos) return bad();
     double value = 0;
     try {
@@ -27,16 +29,25 @@ Result<std::chrono::milliseconds> ParseGoDuration(std::string_view text) {
       return bad();
     }
     size_t unit_start = pos;
-    while (pos < text.size() && !std::isdigit(static_cast<unsigned char>(text[pos])) && text[pos] != '.') ++pos;
+    while (pos < text.size() && !std::isdigit(static_cast<unsigned char>(text[pos])) &&
+           text[pos] != '.')
+      ++pos;
     std::string_view unit = text.substr(unit_start, pos - unit_start);
     double scale;
-    if (unit == "ns") scale = 1;
-    else if (unit == "us" || unit == "\xC2\xB5s") scale = 1e3;
-    else if (unit == "ms") scale = 1e6;
-    else if (unit == "s") scale = 1e9;
-    else if (unit == "m") scale = 60e9;
-    else if (unit == "h") scale = 3600e9;
-    else return bad();
+    if (unit == "ns")
+      scale = 1;
+    else if (unit == "us" || unit == "\xC2\xB5s")
+      scale = 1e3;
+    else if (unit == "ms")
+      scale = 1e6;
+    else if (unit == "s")
+      scale = 1e9;
+    else if (unit == "m")
+      scale = 60e9;
+    else if (unit == "h")
+      scale = 3600e9;
+    else
+      return bad();
     total_ns += value * scale;
   }
   if (total_ns > 1e18) return bad();

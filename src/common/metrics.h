@@ -55,8 +55,7 @@ class Metrics {
   // `labels` is the Prometheus label set without braces, e.g. `type="dcm.provider.registered"`.
   Counter& GetCounter(const std::string& name, const std::string& help,
                       const std::string& labels = "");
-  Gauge& GetGauge(const std::string& name, const std::string& help,
-                  const std::string& labels = "");
+  Gauge& GetGauge(const std::string& name, const std::string& help, const std::string& labels = "");
   Histogram& GetHistogram(const std::string& name, const std::string& help,
                           const std::string& labels = "");
 

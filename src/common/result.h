@@ -60,15 +60,15 @@ inline Status OkStatus() { return {}; }
 #define DCM_CONCAT(a, b) DCM_CONCAT_INNER(a, b)
 
 // Returns the error of `expr` (a Result) from the enclosing function.
-#define RETURN_IF_ERROR(expr)                                                 \
-  do {                                                                        \
-    auto&& dcm_status_ = (expr);                                              \
+#define RETURN_IF_ERROR(expr)                                                     \
+  do {                                                                            \
+    auto&& dcm_status_ = (expr);                                                  \
     if (!dcm_status_) return ::tl::unexpected<::dcm::Error>(dcm_status_.error()); \
   } while (0)
 
 // `lhs = value of expr`, or returns its error.
 #define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(DCM_CONCAT(dcm_r_, __LINE__), lhs, expr)
-#define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)                        \
-  auto tmp = (expr);                                                 \
+#define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)                              \
+  auto tmp = (expr);                                                       \
   if (!tmp) return ::tl::unexpected<::dcm::Error>(std::move(tmp.error())); \
   lhs = std::move(*tmp)

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <charconv>
+#include <chrono>
 
 namespace dcm {
 namespace {

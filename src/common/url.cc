@@ -1,8 +1,8 @@
 #include "src/common/url.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cctype>
+#include <charconv>
 
 namespace dcm {
 

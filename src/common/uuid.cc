@@ -7,7 +7,7 @@ namespace dcm {
 namespace {
 
 std::string Format(uint64_t hi, uint64_t lo) {
-  hi = (hi & ~0xF000ULL) | 0x4000ULL;                    // version 4
+  hi = (hi & ~0xF000ULL) | 0x4000ULL;                         // version 4
   lo = (lo & 0x3FFFFFFFFFFFFFFFULL) | 0x8000000000000000ULL;  // RFC 4122 variant
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out(36, '-');

@@ -25,8 +25,8 @@ HttpResponse Readyz(const OpsContext& ctx) {
 }
 
 HttpResponse MetricsText(const OpsContext& ctx) {
-  return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                      ctx.metrics->RenderPrometheus(), {}};
+  return HttpResponse{
+      200, "text/plain; version=0.0.4; charset=utf-8", ctx.metrics->RenderPrometheus(), {}};
 }
 
 HttpResponse Info(const OpsContext& ctx) {

@@ -7,28 +7,45 @@ namespace {
 
 const char* Title(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
   }
 }
 
 const char* TypeSlug(int status) {
   switch (status) {
-    case 400: return "urn:dcm:problem:invalid-request";
-    case 404: return "urn:dcm:problem:not-found";
-    case 405: return "urn:dcm:problem:method-not-allowed";
-    case 409: return "urn:dcm:problem:conflict";
-    case 413: return "urn:dcm:problem:payload-too-large";
-    case 415: return "urn:dcm:problem:unsupported-media-type";
-    case 503: return "urn:dcm:problem:unavailable";
-    default: return "urn:dcm:problem:internal";
+    case 400:
+      return "urn:dcm:problem:invalid-request";
+    case 404:
+      return "urn:dcm:problem:not-found";
+    case 405:
+      return "urn:dcm:problem:method-not-allowed";
+    case 409:
+      return "urn:dcm:problem:conflict";
+    case 413:
+      return "urn:dcm:problem:payload-too-large";
+    case 415:
+      return "urn:dcm:problem:unsupported-media-type";
+    case 503:
+      return "urn:dcm:problem:unavailable";
+    default:
+      return "urn:dcm:problem:internal";
   }
 }
 
@@ -36,15 +53,22 @@ const char* TypeSlug(int status) {
 
 int HttpStatusFor(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return 400;
-    case ErrorCode::kNotFound: return 404;
-    case ErrorCode::kConflict: return 409;
-    case ErrorCode::kPayloadTooLarge: return 413;
-    case ErrorCode::kUnsupportedMediaType: return 415;
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kConflict:
+      return 409;
+    case ErrorCode::kPayloadTooLarge:
+      return 413;
+    case ErrorCode::kUnsupportedMediaType:
+      return 415;
     case ErrorCode::kUnavailable:
-    case ErrorCode::kTimeout: return 503;
+    case ErrorCode::kTimeout:
+      return 503;
     case ErrorCode::kCorruption:
-    case ErrorCode::kInternal: return 500;
+    case ErrorCode::kInternal:
+      return 500;
   }
   return 500;
 }

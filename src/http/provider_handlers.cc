@@ -21,13 +21,15 @@ bool IsJsonContentType(const HttpRequest& request) {
   std::string media = type->substr(0, type->find(';'));
   while (!media.empty() && media.back() == ' ') media.pop_back();
   for (auto& c : media) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"));
+  return media == "application/json" ||
+         (media.starts_with("application/") && media.ends_with("+json"));
 }
 
 // Parses the JSON body of a write. On failure the response is ready in *error.
 std::optional<simdjson::dom::element> ParseBody(const HttpRequest& request, HttpResponse* error) {
   if (!IsJsonContentType(request)) {
-    *error = Problem(415, "Content-Type must be application/json", {{"content-type", "must be application/json"}});
+    *error = Problem(415, "Content-Type must be application/json",
+                     {{"content-type", "must be application/json"}});
     return std::nullopt;
   }
   auto parsed = ParseJson(request.body);
@@ -62,12 +64,14 @@ HttpResponse RenderOutcome(const ProviderOutcome& o) {
       return r;
     }
     case OutcomeKind::kUpdated:
-      return Json(200, RenderProvider(o.provider, o.request_kind == RequestKind::kRegister
-                                                      ? "updated"
-                                                      : ""));
-    case OutcomeKind::kIdChanged: return Json(200, RenderProvider(o.provider));
-    case OutcomeKind::kDeleted: return HttpResponse{204, "", "", {}};
-    case OutcomeKind::kRejected: return Problem(o.status, o.detail, o.errors, o.conflict);
+      return Json(200, RenderProvider(o.provider,
+                                      o.request_kind == RequestKind::kRegister ? "updated" : ""));
+    case OutcomeKind::kIdChanged:
+      return Json(200, RenderProvider(o.provider));
+    case OutcomeKind::kDeleted:
+      return HttpResponse{204, "", "", {}};
+    case OutcomeKind::kRejected:
+      return Problem(o.status, o.detail, o.errors, o.conflict);
   }
   return Problem(500, "unknown outcome");
 }
@@ -227,8 +231,9 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
     bool known = false;
     for (const char* s : kStates) known |= strcasecmp(s, health->c_str()) == 0;
     if (!known) {
-      return respond(Problem(400, "health_status must be Pending, Ready, Unhealthy or Unavailable",
-                             {{"health_status", "must be Pending, Ready, Unhealthy or Unavailable"}}));
+      return respond(
+          Problem(400, "health_status must be Pending, Ready, Unhealthy or Unavailable",
+                  {{"health_status", "must be Pending, Ready, Unhealthy or Unavailable"}}));
     }
     filter.health_status = *health;
   }

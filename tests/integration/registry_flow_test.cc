@@ -22,11 +22,21 @@ using namespace std::chrono_literals;
 
 const std::vector<std::string> kTypes = {"vm", "container", "database"};
 
+template <class T>
+T OrDie(Result<T> result) {
+  if (!result) {
+    fprintf(stderr, "fixture set-up failed: %s\n", result.error().message.c_str());
+    abort();
+  }
+  return std::move(*result);
+}
+
 // One control-plane instance's Kafka-facing parts, on its own data dir.
 struct Instance {
   Instance(testing::KafkaEnv& env, const std::string& dir) : env(env) {
-    store = std::move(*Store::Open(dir));
-    producer = std::move(*Producer::Create(env.kafka));
+    std::filesystem::create_directories(dir);
+    store = OrDie(Store::Open(dir));
+    producer = OrDie(Producer::Create(env.kafka));
     registry = std::make_unique<RegistryProjection>(store.get(), &waiters, &metrics);
     view = std::make_unique<RegistryView>(store.get());
     runner = std::make_unique<ProjectionRunner>(
@@ -39,8 +49,8 @@ struct Instance {
     ro.group_id = env.config.topics.prefix + "registrar";
     ro.service_types = kTypes;
     ro.kafka = env.kafka;
-    registrar = std::make_unique<Registrar>(ro, store.get(), view.get(), producer.get(),
-                                            &metrics, &SystemClock::Instance());
+    registrar = std::make_unique<Registrar>(ro, store.get(), view.get(), producer.get(), &metrics,
+                                            &SystemClock::Instance());
   }
   ~Instance() {
     registrar->Stop();
@@ -99,7 +109,9 @@ class RegistryFlowTest : public ::testing::Test {
     delete env_;
     std::filesystem::remove_all(root_);
   }
-  static std::string Unique(const std::string& base) { return base + "-" + NewUuidV4().substr(0, 6); }
+  static std::string Unique(const std::string& base) {
+    return base + "-" + NewUuidV4().substr(0, 6);
+  }
 
   static testing::KafkaEnv* env_;
   static Instance* instance_;
