@@ -105,7 +105,7 @@ Result<std::unique_ptr<Producer>> Producer::Create(const KafkaOptions& options) 
   ASSIGN_OR_RETURN(rd_kafka_conf_t * conf,
                    NewConf(options, {{"enable.idempotence", "true"},
                                      {"acks", "all"},
-                                     {"linger.ms", "0"},
+                                     {"linger.ms", "1"},
                                      {"message.timeout.ms", "30000"},
                                      {"queue.buffering.max.messages", "1000000"}}));
   rd_kafka_conf_set_dr_msg_cb(conf, DeliveryReport);

@@ -30,6 +30,7 @@ struct ServeFlags {
   Config config;
   std::string service_types;
   std::string decision_timeout = "10s";
+  std::vector<std::string> kafka_properties;  // librdkafka key=value, for every client
   bool data_dir_given = false;
   bool fetch_wait_given = false;
 };
@@ -83,6 +84,13 @@ int RunServe(ServeFlags flags) {
   kafka.client_id = "dcm-" + config.instance_id;
   kafka.fetch_wait_max_ms = config.fetch_wait_max_ms;
   kafka.session_timeout_ms = config.group_session_timeout_ms;
+  for (const auto& property : flags.kafka_properties) {
+    const auto eq = property.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Fail("--kafka-property must be key=value, got '" + property + "'");
+    }
+    kafka.extra[property.substr(0, eq)] = property.substr(eq + 1);
+  }
   if (!mock) {
     if (auto status = EnsureTopics(kafka, topics, config.topics.ProviderRequests(),
                                    config.replication_factor);
@@ -238,6 +246,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->envname("DCM_FETCH_WAIT_MAX_MS")
       ->check(CLI::Range(1, 5000))
       ->capture_default_str();
+  cmd->add_option("--kafka-property", flags->kafka_properties,
+                  "librdkafka property key=value for every Kafka client (repeatable; e.g. "
+                  "security.protocol=SASL_SSL)")
+      ->envname("DCM_KAFKA_PROPERTIES")
+      ->delimiter(',');
   cmd->add_option("--http-threads", c.http_threads, "HTTP threads (0 = one per core)")
       ->envname("DCM_HTTP_THREADS")
       ->capture_default_str();
