@@ -199,8 +199,8 @@ class Instance:
 class DevServer:
     """`dcm serve --dev`: everything in one process."""
 
-    def __init__(self, extra=()):
-        self.proc = Process([DCM_BIN, "serve", "--dev", "--listen", "127.0.0.1:0", *extra],
+    def __init__(self, extra=(), listen="127.0.0.1:0"):
+        self.proc = Process([DCM_BIN, "serve", "--dev", "--listen", listen, *extra],
                             "serve-dev")
         line = self.proc.read_line()
         assert "listening on " in line, line
