@@ -70,10 +70,21 @@ Status EnsureTopics(const KafkaOptions& options, const std::vector<TopicSpec>& t
                     const std::string& requests_topic, int replication_factor) {
   auto logger = Logger("topics");
   ASSIGN_OR_RETURN(auto producer, Producer::Create(options));
+  auto check_requests_topic = [&](int partitions) -> Status {
+    if (partitions == 1) return OkStatus();
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "topic " + requests_topic + " has " + std::to_string(partitions) +
+                         " partitions; it must have exactly 1 so that one registrar decides "
+                         "every registration in order (SPEC §4). Recreate it with 1 partition.");
+  };
   std::vector<TopicSpec> missing;
   for (const auto& t : topics) {
     ASSIGN_OR_RETURN(int count, TopicPartitionCount(producer->handle(), t.name, kTimeoutMs));
-    if (count == 0) missing.push_back(t);
+    if (count == 0) {
+      missing.push_back(t);
+    } else if (t.name == requests_topic) {
+      RETURN_IF_ERROR(check_requests_topic(count));  // before creating anything
+    }
   }
   if (!missing.empty()) {
     for (const auto& t : missing) {
@@ -88,13 +99,7 @@ Status EnsureTopics(const KafkaOptions& options, const std::vector<TopicSpec>& t
   }
   ASSIGN_OR_RETURN(int requests_partitions,
                    TopicPartitionCount(producer->handle(), requests_topic, kTimeoutMs));
-  if (requests_partitions != 1) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "topic " + requests_topic + " has " + std::to_string(requests_partitions) +
-                         " partitions; it must have exactly 1 so that one registrar decides "
-                         "every registration in order (SPEC §4). Recreate it with 1 partition.");
-  }
-  return OkStatus();
+  return check_requests_topic(requests_partitions);
 }
 
 }  // namespace dcm

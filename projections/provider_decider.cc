@@ -43,6 +43,23 @@ Result<std::optional<std::string>> ProviderDecider::IdByName(const std::string& 
   return store_->Get(NameKey(name), &batch);
 }
 
+Result<std::optional<Provider>> ProviderDecider::ByName(const std::string& name,
+                                                        const StoreBatch& batch) const {
+  ASSIGN_OR_RETURN(auto id, IdByName(name, batch));
+  if (!id) return std::optional<Provider>();
+  ASSIGN_OR_RETURN(auto holder, ById(*id, batch));
+  if (!holder) return MakeError(ErrorCode::kCorruption, "name index points at a missing id");
+  return holder;
+}
+
+ProviderOutcome ProviderDecider::Accept(ProviderOutcome o, OutcomeKind kind, Provider provider,
+                                        StoreBatch& batch) {
+  Save(provider, batch);
+  o.kind = kind;
+  o.provider = std::move(provider);
+  return o;
+}
+
 void ProviderDecider::Save(const Provider& provider, StoreBatch& batch) {
   batch.Put(IdKey(provider.id), EncodeProvider(provider));
   batch.Put(NameKey(provider.spec.name), provider.id);
@@ -88,10 +105,8 @@ ProviderOutcome ProviderDecider::RejectInvalid(const std::string& request_id, Re
 
 Result<ProviderOutcome> ProviderDecider::Register(const ProviderRequest& r, ProviderOutcome o,
                                                   int64_t time_ms, StoreBatch& batch) {
-  ASSIGN_OR_RETURN(auto name_holder, IdByName(r.spec.name, batch));
-  if (name_holder) {
-    ASSIGN_OR_RETURN(auto existing, ById(*name_holder, batch));
-    if (!existing) return MakeError(ErrorCode::kCorruption, "name index points at a missing id");
+  ASSIGN_OR_RETURN(auto existing, ByName(r.spec.name, batch));
+  if (existing) {
     if (!r.id.empty() && r.id != existing->id) {
       return Conflict(std::move(o), *existing,
                       "provider name '" + r.spec.name + "' is already registered with id '" +
@@ -100,10 +115,7 @@ Result<ProviderOutcome> ProviderDecider::Register(const ProviderRequest& r, Prov
     // Same name, no id or the same id: an idempotent re-registration (200, "updated").
     Provider updated{existing->id, r.spec, existing->create_time, FormatRfc3339Millis(time_ms),
                      o.seq};
-    Save(updated, batch);
-    o.kind = OutcomeKind::kUpdated;
-    o.provider = std::move(updated);
-    return o;
+    return Accept(std::move(o), OutcomeKind::kUpdated, std::move(updated), batch);
   }
   if (!r.id.empty()) {
     ASSIGN_OR_RETURN(auto id_holder, ById(r.id, batch));
@@ -116,10 +128,7 @@ Result<ProviderOutcome> ProviderDecider::Register(const ProviderRequest& r, Prov
   const std::string id = r.id.empty() ? DeterministicUuid("provider:" + r.request_id) : r.id;
   const std::string now = FormatRfc3339Millis(time_ms);
   Provider created{id, r.spec, now, now, o.seq};
-  Save(created, batch);
-  o.kind = OutcomeKind::kRegistered;
-  o.provider = std::move(created);
-  return o;
+  return Accept(std::move(o), OutcomeKind::kRegistered, std::move(created), batch);
 }
 
 Result<ProviderOutcome> ProviderDecider::Update(const ProviderRequest& r, ProviderOutcome o,
@@ -127,10 +136,8 @@ Result<ProviderOutcome> ProviderDecider::Update(const ProviderRequest& r, Provid
   ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
   if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
   if (r.spec.name != existing->spec.name) {
-    ASSIGN_OR_RETURN(auto name_holder, IdByName(r.spec.name, batch));
-    if (name_holder) {
-      ASSIGN_OR_RETURN(auto holder, ById(*name_holder, batch));
-      if (!holder) return MakeError(ErrorCode::kCorruption, "name index points at a missing id");
+    ASSIGN_OR_RETURN(auto holder, ByName(r.spec.name, batch));
+    if (holder) {
       return Conflict(
           std::move(o), *holder,
           "provider name '" + r.spec.name + "' is already registered with id '" + holder->id + "'");
@@ -139,10 +146,7 @@ Result<ProviderOutcome> ProviderDecider::Update(const ProviderRequest& r, Provid
   Remove(*existing, batch);
   Provider updated{existing->id, r.spec, existing->create_time, FormatRfc3339Millis(time_ms),
                    o.seq};
-  Save(updated, batch);
-  o.kind = OutcomeKind::kUpdated;
-  o.provider = std::move(updated);
-  return o;
+  return Accept(std::move(o), OutcomeKind::kUpdated, std::move(updated), batch);
 }
 
 Result<ProviderOutcome> ProviderDecider::ChangeId(const ProviderRequest& r, ProviderOutcome o,
@@ -150,12 +154,9 @@ Result<ProviderOutcome> ProviderDecider::ChangeId(const ProviderRequest& r, Prov
   ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
   if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
   o.attempted_name = existing->spec.name;
+  existing->seq = o.seq;
   if (r.new_id == r.id) {  // nothing to change: answer like an idempotent update
-    o.kind = OutcomeKind::kUpdated;
-    o.provider = std::move(*existing);
-    o.provider.seq = o.seq;
-    Save(o.provider, batch);
-    return o;
+    return Accept(std::move(o), OutcomeKind::kUpdated, std::move(*existing), batch);
   }
   ASSIGN_OR_RETURN(auto id_holder, ById(r.new_id, batch));
   if (id_holder) {
@@ -165,15 +166,11 @@ Result<ProviderOutcome> ProviderDecider::ChangeId(const ProviderRequest& r, Prov
                         id_holder->spec.name + "'");
   }
   Remove(*existing, batch);
-  Provider moved = *existing;
+  Provider moved = std::move(*existing);
   moved.id = r.new_id;
   moved.update_time = FormatRfc3339Millis(time_ms);
-  moved.seq = o.seq;
-  Save(moved, batch);
-  o.kind = OutcomeKind::kIdChanged;
   o.old_id = r.id;
-  o.provider = std::move(moved);
-  return o;
+  return Accept(std::move(o), OutcomeKind::kIdChanged, std::move(moved), batch);
 }
 
 Result<ProviderOutcome> ProviderDecider::Delete(const ProviderRequest& r, ProviderOutcome o,

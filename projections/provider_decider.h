@@ -45,6 +45,10 @@ class ProviderDecider {
   Result<std::optional<Provider>> ById(const std::string& id, const StoreBatch& batch) const;
   Result<std::optional<std::string>> IdByName(const std::string& name,
                                               const StoreBatch& batch) const;
+  // The provider holding `name`, if any.
+  Result<std::optional<Provider>> ByName(const std::string& name, const StoreBatch& batch) const;
+  // Stages `provider` as the new state and makes `o` the outcome of that kind.
+  ProviderOutcome Accept(ProviderOutcome o, OutcomeKind kind, Provider provider, StoreBatch& batch);
   void Save(const Provider& provider, StoreBatch& batch);
   void Remove(const Provider& provider, StoreBatch& batch);
 

@@ -2,14 +2,17 @@
 uniqueness under contention across instances (SPEC §5.1), kill -9 during a registration storm
 (§5.2, §5.3) and rebuilding a fresh instance from offset 0 (§5.4)."""
 
+import os
 import random
 import signal
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
 import uuid
 
-from harness import API, Client, Cluster, main, provider_body, wait_until
+from harness import API, DCM_BIN, Client, Cluster, main, provider_body, wait_until
 
 
 def converge(instances, timeout=60):
@@ -124,6 +127,29 @@ class CrashAndRebuildTest(unittest.TestCase):
             # digests); and a third, later rebuild agrees too.
             self.assertEqual(cluster.serve(name="rebuild2").digest(), restarted.digest())
             print(f"acked={len(acked)} final={len(final)}")
+        finally:
+            cluster.close()
+
+
+class TopicRulesTest(unittest.TestCase):
+    def test_serve_refuses_a_request_topic_with_more_than_one_partition(self):
+        if os.environ.get("KAFKA_BROKERS"):
+            self.skipTest("needs the mock's auto-creation of topics")
+        cluster = Cluster()
+        try:
+            prefix = f"auto-{uuid.uuid4().hex[:6]}."
+            # The mock auto-creates an unknown topic with 4 partitions on first produce, like a
+            # broker with auto.create.topics.enable would.
+            subprocess.run(["kcat", "-b", cluster.bootstrap, "-P", "-t",
+                            f"{prefix}provider-requests"], input=b"x\n", check=True,
+                           timeout=30)
+            proc = subprocess.run(
+                [DCM_BIN, "serve", "--kafka-brokers", cluster.bootstrap, "--topic-prefix", prefix,
+                 "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="dcm-e2e-")],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertIn(f"{prefix}provider-requests has 4 partitions", proc.stderr)
+            self.assertIn("exactly 1", proc.stderr)
         finally:
             cluster.close()
 

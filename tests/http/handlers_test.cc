@@ -1,0 +1,747 @@
+// Hermetic tests of the pure HTTP handlers (router, provider API, ops endpoints, problem+json).
+// A FakeCommandBus runs the real decision path synchronously (decode request -> decide -> encode
+// outcome -> registry projection -> store), so every write answers before the handler returns.
+// No sockets, no Kafka, no sleeps.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "events/command_bus.h"
+#include "events/provider_events.h"
+#include "projections/outcome_waiters.h"
+#include "projections/provider_decider.h"
+#include "projections/registry_projection.h"
+#include "projections/store.h"
+#include "src/common/clock.h"
+#include "src/common/metrics.h"
+#include "src/http/router.h"
+
+namespace dcm::http {
+namespace {
+
+std::optional<RequestKind> KindOfRequestType(const std::string& type) {
+  if (type == event_type::kRegistrationRequested) return RequestKind::kRegister;
+  if (type == event_type::kUpdateRequested) return RequestKind::kUpdate;
+  if (type == event_type::kIdChangeRequested) return RequestKind::kChangeId;
+  if (type == event_type::kDeletionRequested) return RequestKind::kDelete;
+  return std::nullopt;
+}
+
+// Runs the registrar's and the registry projection's real code synchronously.
+class FakeCommandBus final : public CommandBus {
+ public:
+  FakeCommandBus(Store* store, const std::vector<std::string>* service_types, const Clock* clock)
+      : store_(store),
+        service_types_(service_types),
+        clock_(clock),
+        decider_(store),
+        projection_(store, &waiters_, &metrics_) {}
+
+  void Submit(const CloudEvent& request, Done done) override {
+    submitted_.push_back(request);
+    if (timeout_) {
+      done(MakeError(ErrorCode::kTimeout, "no outcome within the deadline"));
+      return;
+    }
+    // Round-trip through the wire form, like the registrar reading the requests topic.
+    auto event = DecodeCloudEvent(EncodeCloudEvent(request));
+    if (!event) {
+      done(MakeError(ErrorCode::kInternal, "undecodable request: " + event.error().message));
+      return;
+    }
+    const auto kind = KindOfRequestType(event->type);
+    if (!kind) {
+      done(MakeError(ErrorCode::kInternal, "not a provider request type: " + event->type));
+      return;
+    }
+    const int64_t seq = seq_++;
+    const int64_t now = clock_->NowMillis();
+    StoreBatch batch;
+    ProviderOutcome outcome;
+    auto decoded = DecodeProviderRequest(*event, *service_types_);
+    if (decoded) {
+      auto decided = decider_.Decide(*decoded, seq, now, batch);
+      if (!decided) {
+        done(tl::unexpected(decided.error()));
+        return;
+      }
+      outcome = std::move(*decided);
+    } else if (decoded.error().code == ErrorCode::kInvalidArgument) {
+      outcome = decider_.RejectInvalid(event->id, *kind, decoded.error(), seq, batch);
+    } else {
+      done(tl::unexpected(decoded.error()));
+      return;
+    }
+    const CloudEvent outcome_event = EncodeProviderOutcome(outcome, "test", now);
+    const EventPosition position{"dcm.providers", 0, seq, now};
+    if (auto applied = projection_.Apply(outcome_event, position, batch); !applied) {
+      done(tl::unexpected(applied.error()));
+      return;
+    }
+    if (auto written = store_->Write(batch); !written) {
+      done(tl::unexpected(written.error()));
+      return;
+    }
+    projection_.AfterCommit({outcome_event});
+    done(outcome_event);
+  }
+
+  void Record(const CloudEvent& outcome) override { recorded_.push_back(outcome); }
+
+  void set_timeout(bool timeout) { timeout_ = timeout; }
+  const std::vector<CloudEvent>& recorded() const { return recorded_; }
+  const std::vector<CloudEvent>& submitted() const { return submitted_; }
+
+ private:
+  Store* store_;
+  const std::vector<std::string>* service_types_;
+  const Clock* clock_;
+  OutcomeWaiters waiters_;
+  Metrics metrics_;
+  ProviderDecider decider_;
+  RegistryProjection projection_;
+  int64_t seq_ = 0;
+  bool timeout_ = false;
+  std::vector<CloudEvent> recorded_;
+  std::vector<CloudEvent> submitted_;
+};
+
+// A parsed JSON response body (the parser owns the document).
+struct JsonBody {
+  std::unique_ptr<simdjson::dom::parser> parser = std::make_unique<simdjson::dom::parser>();
+  simdjson::dom::element root;
+
+  std::string Str(std::string_view key) const {
+    std::string_view v;
+    if (root[key].get(v)) return "<missing " + std::string(key) + ">";
+    return std::string(v);
+  }
+  int64_t Int(std::string_view key) const {
+    int64_t v = -1;
+    if (root[key].get(v)) return -1;
+    return v;
+  }
+  // The `field`s of a problem's errors[].
+  std::vector<std::string> ErrorFields() const {
+    std::vector<std::string> out;
+    simdjson::dom::array errors;
+    if (root["errors"].get(errors)) return out;
+    for (auto e : errors) {
+      std::string_view f;
+      if (!e["field"].get(f)) out.emplace_back(f);
+    }
+    return out;
+  }
+};
+
+JsonBody Parse(const HttpResponse& response) {
+  JsonBody body;
+  auto error = body.parser->parse(response.body).get(body.root);
+  EXPECT_FALSE(error) << "unparsable body: " << response.body;
+  return body;
+}
+
+const std::string* FindHeader(const HttpResponse& response, const std::string& name) {
+  for (const auto& [k, v] : response.headers) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+class HandlersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    auto store = Store::Open("/handlers-test-" + std::to_string(counter++),
+                             StoreOptions{.bulk_load = false, .in_memory = true});
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    store_ = std::move(*store);
+    view_ = std::make_unique<RegistryView>(store_.get());
+    bus_ = std::make_unique<FakeCommandBus>(store_.get(), &service_types_, &clock_);
+    requests_ = &metrics_.GetCounter("dcm_test_requests_total", "Requests seen by the test");
+    requests_->Inc(7);
+
+    OpsContext ops;
+    ops.metrics = &metrics_;
+    ops.checks = {{"projection:registry", [this] { return registry_ready_.load(); }},
+                  {"registrar", [this] { return registrar_ready_.load(); }}};
+    ops.info.version = "0.1.0-test";
+    ops.info.instance_id = "instance-1";
+    ops.info.kafka_bootstrap_servers = "broker-1:9092,broker-2:9092";
+    ops.info.topics = {"dcm.provider-requests", "dcm.providers"};
+    ops.info.components = {"api", "registrar"};
+    router_ =
+        MakeRouter(ApiContext{view_.get(), bus_.get(), &service_types_, &clock_, "dcm/http/test"},
+                   std::move(ops));
+  }
+
+  HttpResponse Call(const std::string& method, const std::string& target,
+                    const std::string& body = "",
+                    std::map<std::string, std::string> headers = {
+                        {"content-type", "application/json"}}) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    const auto q = target.find('?');
+    req.path = target.substr(0, q);
+    if (q != std::string::npos) {
+      std::string rest = target.substr(q + 1);
+      size_t start = 0;
+      while (start <= rest.size()) {
+        size_t amp = rest.find('&', start);
+        if (amp == std::string::npos) amp = rest.size();
+        std::string pair = rest.substr(start, amp - start);
+        if (!pair.empty()) {
+          const auto eq = pair.find('=');
+          req.query.emplace(pair.substr(0, eq), eq == std::string::npos ? "" : pair.substr(eq + 1));
+        }
+        start = amp + 1;
+      }
+    }
+    req.headers = std::move(headers);
+    req.body = body;
+    std::optional<HttpResponse> captured;
+    int calls = 0;
+    router_(std::move(req), [&](HttpResponse r) {
+      ++calls;
+      captured = std::move(r);
+    });
+    EXPECT_EQ(calls, 1) << method << " " << target << ": respond must be called exactly once";
+    return captured.value_or(HttpResponse{-1, "", "", {}});
+  }
+
+  static std::string Spec(const std::string& name, const std::string& type = "vm") {
+    return R"({"name":")" + name + R"(","endpoint":"http://)" + name +
+           R"(.example.com/api","service_type":")" + type + R"("})";
+  }
+
+  // Registers `name` (optionally with ?id=) and returns the id (expects 201).
+  std::string Register(const std::string& name, const std::string& id = "",
+                       const std::string& type = "vm") {
+    auto r =
+        Call("POST", "/api/v1alpha1/providers" + (id.empty() ? "" : "?id=" + id), Spec(name, type));
+    EXPECT_EQ(r.status, 201) << r.body;
+    return Parse(r).Str("id");
+  }
+
+  std::vector<std::string> service_types_{"vm", "container", "database"};
+  FakeClock clock_;
+  Metrics metrics_;
+  Counter* requests_ = nullptr;
+  std::atomic<bool> registry_ready_{true};
+  std::atomic<bool> registrar_ready_{true};
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<RegistryView> view_;
+  std::unique_ptr<FakeCommandBus> bus_;
+  Handler router_;
+};
+
+// ---- register (POST /providers) ----
+
+TEST_F(HandlersTest, RegisterNewNameReturns201WithLocation) {
+  auto r = Call("POST", "/api/v1alpha1/providers", Spec("sp-a"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("status"), "registered");
+  EXPECT_EQ(body.Str("name"), "sp-a");
+  EXPECT_EQ(body.Str("service_type"), "vm");
+  EXPECT_EQ(body.Str("health_status"), "Pending");
+  const std::string id = body.Str("id");
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(body.Str("path"), "providers/" + id);
+  const auto* location = FindHeader(r, "Location");
+  ASSERT_NE(location, nullptr);
+  EXPECT_EQ(*location, "/api/v1alpha1/providers/" + id);
+  // Read-your-writes: the registry already serves it.
+  auto get = Call("GET", "/api/v1alpha1/providers/" + id);
+  EXPECT_EQ(get.status, 200) << get.body;
+  EXPECT_EQ(Parse(get).Str("name"), "sp-a");
+  EXPECT_TRUE(bus_->recorded().empty());
+}
+
+TEST_F(HandlersTest, RegisterWithChosenIdUsesIt) {
+  auto r = Call("POST", "/api/v1alpha1/providers?id=my-sp", Spec("sp-a"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Parse(r).Str("id"), "my-sp");
+  ASSERT_NE(FindHeader(r, "Location"), nullptr);
+  EXPECT_EQ(*FindHeader(r, "Location"), "/api/v1alpha1/providers/my-sp");
+}
+
+TEST_F(HandlersTest, RegisterSameNameAgainReturns200UpdatedWithSameId) {
+  const std::string id = Register("sp-a");
+  auto r = Call("POST", "/api/v1alpha1/providers", Spec("sp-a", "container"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("status"), "updated");
+  EXPECT_EQ(body.Str("id"), id);
+  EXPECT_EQ(body.Str("service_type"), "container");
+  EXPECT_EQ(FindHeader(r, "Location"), nullptr);
+}
+
+TEST_F(HandlersTest, RegisterSameNameWithDifferentIdReturns409WithConflict) {
+  const std::string id = Register("sp-a", "first-id");
+  auto r = Call("POST", "/api/v1alpha1/providers?id=other-id", Spec("sp-a"));
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  auto body = Parse(r);
+  EXPECT_EQ(body.Int("status"), 409);
+  EXPECT_EQ(body.Str("type"), "urn:dcm:problem:conflict");
+  std::string_view cid, cname;
+  ASSERT_FALSE(body.root["conflict"]["id"].get(cid)) << r.body;
+  ASSERT_FALSE(body.root["conflict"]["name"].get(cname)) << r.body;
+  EXPECT_EQ(cid, id);
+  EXPECT_EQ(cname, "sp-a");
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/other-id").status, 404);
+}
+
+TEST_F(HandlersTest, RegisterNewNameWithTakenIdReturns409) {
+  Register("sp-a", "taken");
+  auto r = Call("POST", "/api/v1alpha1/providers?id=taken", Spec("sp-b"));
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  auto body = Parse(r);
+  std::string_view cid, cname;
+  ASSERT_FALSE(body.root["conflict"]["id"].get(cid)) << r.body;
+  ASSERT_FALSE(body.root["conflict"]["name"].get(cname)) << r.body;
+  EXPECT_EQ(cid, "taken");
+  EXPECT_EQ(cname, "sp-a");
+}
+
+// ---- update (PUT /providers/{id}) ----
+
+TEST_F(HandlersTest, UpdateRenameToFreeNameReturns200) {
+  const std::string id = Register("sp-a");
+  auto r = Call("PUT", "/api/v1alpha1/providers/" + id, Spec("sp-renamed"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("id"), id);
+  EXPECT_EQ(body.Str("name"), "sp-renamed");
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/providers/" + id)).Str("name"), "sp-renamed");
+  // The old name is free again.
+  EXPECT_EQ(Call("POST", "/api/v1alpha1/providers", Spec("sp-a")).status, 201);
+}
+
+TEST_F(HandlersTest, UpdateRenameToTakenNameReturns409) {
+  const std::string a = Register("sp-a");
+  const std::string b = Register("sp-b");
+  auto r = Call("PUT", "/api/v1alpha1/providers/" + a, Spec("sp-b"));
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  auto body = Parse(r);
+  std::string_view cid;
+  ASSERT_FALSE(body.root["conflict"]["id"].get(cid)) << r.body;
+  EXPECT_EQ(cid, b);
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/providers/" + a)).Str("name"), "sp-a");
+}
+
+TEST_F(HandlersTest, UpdateUnknownIdReturns404) {
+  auto r = Call("PUT", "/api/v1alpha1/providers/nobody", Spec("sp-a"));
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+}
+
+// ---- change id (POST /providers/{id}:changeId) ----
+
+TEST_F(HandlersTest, ChangeIdMovesTheProvider) {
+  const std::string id = Register("sp-a", "old-id");
+  auto r = Call("POST", "/api/v1alpha1/providers/old-id:changeId", R"({"new_id":"new-id"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("id"), "new-id");
+  EXPECT_EQ(body.Str("name"), "sp-a");
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/old-id").status, 404);
+  auto moved = Call("GET", "/api/v1alpha1/providers/new-id");
+  EXPECT_EQ(moved.status, 200);
+  EXPECT_EQ(Parse(moved).Str("name"), "sp-a");
+}
+
+TEST_F(HandlersTest, ChangeIdAcceptsCamelCaseNewId) {
+  Register("sp-a", "old-id");
+  auto r = Call("POST", "/api/v1alpha1/providers/old-id:changeId", R"({"newId":"new-id"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Parse(r).Str("id"), "new-id");
+}
+
+TEST_F(HandlersTest, ChangeIdToTakenIdReturns409) {
+  Register("sp-a", "id-a");
+  Register("sp-b", "id-b");
+  auto r = Call("POST", "/api/v1alpha1/providers/id-a:changeId", R"({"new_id":"id-b"})");
+  ASSERT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  auto body = Parse(r);
+  std::string_view cname;
+  ASSERT_FALSE(body.root["conflict"]["name"].get(cname)) << r.body;
+  EXPECT_EQ(cname, "sp-b");
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/id-a").status, 200);
+}
+
+TEST_F(HandlersTest, ChangeIdWithoutNewIdReturns400NamingNewId) {
+  Register("sp-a", "id-a");
+  auto r = Call("POST", "/api/v1alpha1/providers/id-a:changeId", R"({"id":"x"})");
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"new_id"});
+  EXPECT_TRUE(bus_->submitted().size() == 1u) << "only the registration reached the bus";
+}
+
+TEST_F(HandlersTest, ChangeIdWithInvalidNewIdReturns400) {
+  Register("sp-a", "id-a");
+  auto r = Call("POST", "/api/v1alpha1/providers/id-a:changeId", R"({"new_id":"Not_Valid"})");
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"new_id"});
+}
+
+TEST_F(HandlersTest, ChangeIdWithGetReturns405) {
+  auto r = Call("GET", "/api/v1alpha1/providers/id-a:changeId");
+  EXPECT_EQ(r.status, 405);
+  ASSERT_NE(FindHeader(r, "Allow"), nullptr);
+  EXPECT_EQ(*FindHeader(r, "Allow"), "POST");
+}
+
+// ---- delete ----
+
+TEST_F(HandlersTest, DeleteReturns204ThenGetAndDeleteReturn404) {
+  const std::string id = Register("sp-a");
+  auto del = Call("DELETE", "/api/v1alpha1/providers/" + id, "", {});
+  EXPECT_EQ(del.status, 204) << del.body;
+  EXPECT_TRUE(del.body.empty());
+  auto get = Call("GET", "/api/v1alpha1/providers/" + id);
+  EXPECT_EQ(get.status, 404);
+  EXPECT_EQ(get.content_type, "application/problem+json");
+  auto again = Call("DELETE", "/api/v1alpha1/providers/" + id, "", {});
+  EXPECT_EQ(again.status, 404) << again.body;
+  EXPECT_EQ(again.content_type, "application/problem+json");
+  // The list no longer shows it (the tombstone is skipped).
+  auto list = Parse(Call("GET", "/api/v1alpha1/providers"));
+  simdjson::dom::array providers;
+  ASSERT_FALSE(list.root["providers"].get(providers));
+  EXPECT_EQ(providers.size(), 0u);
+}
+
+// ---- alias and spellings ----
+
+TEST_F(HandlersTest, ApiV1AliasServesTheSameRegistry) {
+  auto r = Call("POST", "/api/v1/providers?id=via-alias", Spec("sp-a"));
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Call("GET", "/api/v1/providers/via-alias").status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/via-alias").status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1/service-types").status, 200);
+}
+
+TEST_F(HandlersTest, CamelCaseServiceTypeAccepted) {
+  auto r = Call("POST", "/api/v1alpha1/providers",
+                R"({"name":"sp-c","endpoint":"http://c.example.com","serviceType":"database",)"
+                R"("displayName":"Camel","schemaVersion":"v1"})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("service_type"), "database");
+  EXPECT_EQ(body.Str("display_name"), "Camel");
+  EXPECT_EQ(body.Str("schema_version"), "v1");
+}
+
+TEST_F(HandlersTest, JsonSuffixContentTypeWithParametersAccepted) {
+  auto r = Call("POST", "/api/v1alpha1/providers", Spec("sp-a"),
+                {{"content-type", "Application/Merge-Patch+JSON; charset=utf-8"}});
+  EXPECT_EQ(r.status, 201) << r.body;
+}
+
+// ---- validation ----
+
+TEST_F(HandlersTest, MissingNameReturns400AndRecordsOneEdgeRejection) {
+  auto r = Call("POST", "/api/v1alpha1/providers",
+                R"({"endpoint":"http://a.example.com","service_type":"vm"})");
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("type"), "urn:dcm:problem:invalid-request");
+  EXPECT_EQ(body.ErrorFields(), std::vector<std::string>{"name"});
+  ASSERT_EQ(bus_->recorded().size(), 1u);
+  const CloudEvent& event = bus_->recorded()[0];
+  EXPECT_EQ(event.type, event_type::kRejected);
+  EXPECT_EQ(event.source, "dcm/http/test");
+  auto outcome = DecodeProviderOutcome(event);
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
+  EXPECT_EQ(outcome->status, 400);
+  EXPECT_EQ(outcome->request_kind, RequestKind::kRegister);
+  ASSERT_EQ(outcome->errors.size(), 1u);
+  EXPECT_EQ(outcome->errors[0].field, "name");
+  EXPECT_TRUE(bus_->submitted().empty());
+}
+
+TEST_F(HandlersTest, EveryBadFieldIsReported) {
+  auto r = Call("POST", "/api/v1alpha1/providers",
+                R"({"name":"-bad-","endpoint":"ftp://x","service_type":"toaster"})");
+  ASSERT_EQ(r.status, 400) << r.body;
+  auto fields = Parse(r).ErrorFields();
+  EXPECT_EQ(fields, (std::vector<std::string>{"name", "endpoint", "service_type"}));
+  ASSERT_EQ(bus_->recorded().size(), 1u);
+  auto outcome = DecodeProviderOutcome(bus_->recorded()[0]);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->attempted_name, "-bad-");
+}
+
+TEST_F(HandlersTest, InvalidPutBodyRecordsUpdateRejection) {
+  const std::string id = Register("sp-a");
+  auto r = Call("PUT", "/api/v1alpha1/providers/" + id, R"({"name":"sp-a"})");
+  ASSERT_EQ(r.status, 400) << r.body;
+  ASSERT_EQ(bus_->recorded().size(), 1u);
+  auto outcome = DecodeProviderOutcome(bus_->recorded()[0]);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->request_kind, RequestKind::kUpdate);
+  EXPECT_EQ(outcome->attempted_id, id);
+}
+
+TEST_F(HandlersTest, TextPlainContentTypeReturns415) {
+  auto r = Call("POST", "/api/v1alpha1/providers", Spec("sp-a"), {{"content-type", "text/plain"}});
+  ASSERT_EQ(r.status, 415) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  EXPECT_EQ(Parse(r).Str("type"), "urn:dcm:problem:unsupported-media-type");
+  EXPECT_TRUE(bus_->submitted().empty());
+}
+
+TEST_F(HandlersTest, MalformedJsonReturns400NamingBody) {
+  auto r = Call("POST", "/api/v1alpha1/providers", R"({"name": "sp-a",)");
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"body"});
+  EXPECT_TRUE(bus_->submitted().empty());
+}
+
+TEST_F(HandlersTest, NonObjectBodyReturns400NamingBody) {
+  auto r = Call("POST", "/api/v1alpha1/providers", "[1,2]");
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"body"});
+}
+
+TEST_F(HandlersTest, UppercaseQueryIdReturns400NamingId) {
+  auto r = Call("POST", "/api/v1alpha1/providers?id=UPPER", Spec("sp-a"));
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"id"});
+  EXPECT_TRUE(bus_->submitted().empty());
+}
+
+TEST_F(HandlersTest, InvalidPathIdReturns400) {
+  EXPECT_EQ(Call("DELETE", "/api/v1alpha1/providers/Bad_Id", "", {}).status, 400);
+  EXPECT_EQ(Call("PUT", "/api/v1alpha1/providers/Bad_Id", Spec("sp-a")).status, 400);
+}
+
+// ---- list ----
+
+TEST_F(HandlersTest, ListPaginatesToTheEnd) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Register("sp-" + std::to_string(i)));
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    std::string target = "/api/v1alpha1/providers?max_page_size=2";
+    if (!token.empty()) target += "&page_token=" + token;
+    auto r = Call("GET", target);
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto body = Parse(r);
+    simdjson::dom::array providers;
+    ASSERT_FALSE(body.root["providers"].get(providers)) << r.body;
+    EXPECT_LE(providers.size(), 2u);
+    for (auto p : providers) {
+      std::string_view id;
+      ASSERT_FALSE(p["id"].get(id));
+      seen.emplace_back(id);
+    }
+    std::string_view next;
+    token = body.root["next_page_token"].get(next) ? "" : std::string(next);
+    ASSERT_LT(++pages, 10) << "pagination does not terminate";
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(seen, ids);  // every provider exactly once, in id order
+}
+
+TEST_F(HandlersTest, ListMaxPageSizeOutOfRangeReturns400) {
+  for (const char* size : {"0", "101", "-1", "abc", "2x", ""}) {
+    auto r = Call("GET", std::string("/api/v1alpha1/providers?max_page_size=") + size);
+    EXPECT_EQ(r.status, 400) << "max_page_size=" << size;
+    EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"max_page_size"});
+  }
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers?max_page_size=1").status, 200);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers?max_page_size=100").status, 200);
+}
+
+TEST_F(HandlersTest, ListBadPageTokenReturns400) {
+  for (const char* token : {"zz", "abc", "not-a-token"}) {
+    auto r = Call("GET", std::string("/api/v1alpha1/providers?page_token=") + token);
+    EXPECT_EQ(r.status, 400) << "page_token=" << token << " " << r.body;
+    EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"page_token"});
+  }
+}
+
+TEST_F(HandlersTest, ListFiltersByType) {
+  Register("sp-vm-1", "", "vm");
+  Register("sp-db-1", "", "database");
+  Register("sp-vm-2", "", "vm");
+  auto r = Call("GET", "/api/v1alpha1/providers?type=vm");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  simdjson::dom::array providers;
+  ASSERT_FALSE(body.root["providers"].get(providers));
+  EXPECT_EQ(providers.size(), 2u);
+  for (auto p : providers) {
+    std::string_view type;
+    ASSERT_FALSE(p["service_type"].get(type));
+    EXPECT_EQ(type, "vm");
+  }
+  auto none = Parse(Call("GET", "/api/v1alpha1/providers?type=container"));
+  ASSERT_FALSE(none.root["providers"].get(providers));
+  EXPECT_EQ(providers.size(), 0u);
+}
+
+TEST_F(HandlersTest, ListFiltersByHealthStatus) {
+  Register("sp-a");
+  simdjson::dom::array providers;
+  auto pending = Parse(Call("GET", "/api/v1alpha1/providers?health_status=pending"));
+  ASSERT_FALSE(pending.root["providers"].get(providers));
+  EXPECT_EQ(providers.size(), 1u);
+  auto ready = Parse(Call("GET", "/api/v1alpha1/providers?health_status=Ready"));
+  ASSERT_FALSE(ready.root["providers"].get(providers));
+  EXPECT_EQ(providers.size(), 0u);
+}
+
+TEST_F(HandlersTest, ListUnknownHealthStatusReturns400) {
+  auto r = Call("GET", "/api/v1alpha1/providers?health_status=bogus");
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"health_status"});
+}
+
+// ---- service types ----
+
+TEST_F(HandlersTest, ServiceTypesListsTheConfiguredTypes) {
+  auto r = Call("GET", "/api/v1alpha1/service-types");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  simdjson::dom::array types;
+  ASSERT_FALSE(body.root["service_types"].get(types)) << r.body;
+  std::vector<std::string> got;
+  for (auto t : types) {
+    std::string_view s;
+    ASSERT_FALSE(t.get(s));
+    got.emplace_back(s);
+  }
+  EXPECT_EQ(got, service_types_);
+  EXPECT_EQ(Call("POST", "/api/v1alpha1/service-types", "{}").status, 405);
+}
+
+// ---- routing ----
+
+TEST_F(HandlersTest, UnknownPathReturns404Problem) {
+  for (const char* path : {"/nope", "/api/v2/providers", "/api/v1alpha1/things",
+                           "/api/v1alpha1/providers/a/b", "/api/v1alpha10/providers"}) {
+    auto r = Call("GET", path);
+    EXPECT_EQ(r.status, 404) << path;
+    EXPECT_EQ(r.content_type, "application/problem+json") << path;
+    EXPECT_EQ(Parse(r).Str("type"), "urn:dcm:problem:not-found") << path;
+  }
+}
+
+TEST_F(HandlersTest, PatchProvidersReturns405WithAllow) {
+  auto r = Call("PATCH", "/api/v1alpha1/providers", "{}");
+  ASSERT_EQ(r.status, 405) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  const auto* allow = FindHeader(r, "Allow");
+  ASSERT_NE(allow, nullptr);
+  EXPECT_EQ(*allow, "GET, POST");
+  auto item = Call("PATCH", "/api/v1alpha1/providers/some-id", "{}");
+  EXPECT_EQ(item.status, 405);
+  ASSERT_NE(FindHeader(item, "Allow"), nullptr);
+  EXPECT_EQ(*FindHeader(item, "Allow"), "GET, PUT, DELETE");
+}
+
+// ---- command bus failures ----
+
+TEST_F(HandlersTest, CommandTimeoutReturns503WithRetryAfter) {
+  bus_->set_timeout(true);
+  auto r = Call("POST", "/api/v1alpha1/providers", Spec("sp-a"));
+  ASSERT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.content_type, "application/problem+json");
+  EXPECT_EQ(Parse(r).Str("type"), "urn:dcm:problem:unavailable");
+  const auto* retry = FindHeader(r, "Retry-After");
+  ASSERT_NE(retry, nullptr);
+  EXPECT_EQ(*retry, "1");
+  EXPECT_EQ(bus_->submitted().size(), 1u);
+  EXPECT_EQ(Call("DELETE", "/api/v1alpha1/providers/some-id", "", {}).status, 503);
+}
+
+// ---- operations endpoints ----
+
+TEST_F(HandlersTest, HealthzReturns200) {
+  auto r = Call("GET", "/healthz", "", {});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Parse(r).Str("status"), "ok");
+}
+
+TEST_F(HandlersTest, ReadyzReflectsTheChecks) {
+  auto ok = Call("GET", "/readyz", "", {});
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(Parse(ok).Str("status"), "ready");
+
+  registrar_ready_ = false;
+  auto not_ready = Call("GET", "/readyz", "", {});
+  EXPECT_EQ(not_ready.status, 503) << not_ready.body;
+  auto body = Parse(not_ready);
+  EXPECT_EQ(body.Str("status"), "not ready");
+  std::string_view registrar, registry;
+  ASSERT_FALSE(body.root["checks"]["registrar"].get(registrar)) << not_ready.body;
+  ASSERT_FALSE(body.root["checks"]["projection:registry"].get(registry)) << not_ready.body;
+  EXPECT_EQ(registrar, "not ready");
+  EXPECT_EQ(registry, "ready");
+
+  registrar_ready_ = true;
+  EXPECT_EQ(Call("GET", "/readyz", "", {}).status, 200);
+}
+
+TEST_F(HandlersTest, MetricsRendersRegisteredCounter) {
+  requests_->Inc();
+  auto r = Call("GET", "/metrics", "", {});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_TRUE(r.content_type.starts_with("text/plain")) << r.content_type;
+  EXPECT_NE(r.body.find("dcm_test_requests_total 8"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("# TYPE dcm_test_requests_total counter"), std::string::npos) << r.body;
+}
+
+TEST_F(HandlersTest, AdminInfoIncludesBootstrapServersAndTopics) {
+  auto r = Call("GET", "/admin/info", "", {});
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("kafka_bootstrap_servers"), "broker-1:9092,broker-2:9092");
+  EXPECT_EQ(body.Str("version"), "0.1.0-test");
+  EXPECT_EQ(body.Str("instance_id"), "instance-1");
+  simdjson::dom::array topics;
+  ASSERT_FALSE(body.root["topics"].get(topics)) << r.body;
+  std::vector<std::string> got;
+  for (auto t : topics) {
+    std::string_view s;
+    ASSERT_FALSE(t.get(s));
+    got.emplace_back(s);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"dcm.provider-requests", "dcm.providers"}));
+}
+
+TEST_F(HandlersTest, AdminProjectionsRendersAnEmptyArrayWithoutCallback) {
+  auto r = Call("GET", "/admin/projections", "", {});
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  simdjson::dom::array projections;
+  ASSERT_FALSE(body.root["projections"].get(projections)) << r.body;
+  EXPECT_EQ(projections.size(), 0u);
+}
+
+}  // namespace
+}  // namespace dcm::http
