@@ -3,11 +3,13 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/sp_sim_cmd.h"
+#include "src/common/log.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dcm: an event-sourced control plane for DCM Service Providers"};
   app.require_subcommand(1);
   app.set_version_flag("--version", DCM_VERSION);
+  dcm::InitLogging("info");  // logfmt for every subcommand; `serve --log-level` refines it
   int exit_code = 0;
   dcm::cli::RegisterServeCommand(app, &exit_code);
   dcm::cli::RegisterDevKafkaCommand(app, &exit_code);

@@ -577,7 +577,7 @@ TEST_F(HandlersTest, ListMaxPageSizeOutOfRangeReturns400) {
 }
 
 TEST_F(HandlersTest, ListBadPageTokenReturns400) {
-  for (const char* token : {"zz", "abc", "not-a-token"}) {
+  for (const char* token : {"zz", "abc", "not-a-token", "1z"}) {
     auto r = Call("GET", std::string("/api/v1alpha1/providers?page_token=") + token);
     EXPECT_EQ(r.status, 400) << "page_token=" << token << " " << r.body;
     EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"page_token"});
