@@ -5,6 +5,10 @@ namespace dcm {
 Result<simdjson::dom::element> ParseJson(std::string_view json) {
   // A parser per thread: simdjson parsers are not thread-safe, and reusing one keeps its buffers.
   thread_local simdjson::dom::parser parser(/*max_capacity=*/16 * 1024 * 1024);
+  // simdjson enforces the depth limit while parsing (DEPTH_ERROR), so no walk is needed after.
+  thread_local const bool allocated =
+      !parser.allocate(64 * 1024, kMaxJsonDepth + 1);  // +1: the document root
+  if (!allocated) return MakeError(ErrorCode::kInternal, "JSON parser allocation failed");
   simdjson::dom::element element;
   const auto error = parser.parse(json.data(), json.size()).get(element);
   if (error == simdjson::UTF8_ERROR) {
@@ -19,9 +23,6 @@ Result<simdjson::dom::element> ParseJson(std::string_view json) {
   if (error) {
     return MakeError(ErrorCode::kInvalidArgument,
                      std::string("malformed JSON: ") + simdjson::error_message(error));
-  }
-  if (JsonDepth(element) > kMaxJsonDepth) {
-    return MakeError(ErrorCode::kInvalidArgument, "JSON nesting is too deep");
   }
   return element;
 }
