@@ -176,9 +176,11 @@ Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
       break;
     case RequestKind::kDelete: {
       RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/true));
-      if (auto force = Member(data, "force")) {
-        bool value = false;
-        if (!force->get(value)) r.force = value;
+      if (auto force = Member(data, "force"); force && !force->is_null()) {
+        if (force->get(r.force)) {
+          return MakeError(ErrorCode::kInvalidArgument, "force must be a boolean",
+                           {{"force", "must be a boolean"}});
+        }
       }
       break;
     }
@@ -199,7 +201,10 @@ CloudEvent EncodeProviderOutcome(const ProviderOutcome& o, const std::string& so
   w.Field("request_id", o.request_id);
   w.Field("seq", o.seq);
   if (o.kind == OutcomeKind::kRejected) {
-    e.subject = !o.attempted_id.empty() ? o.attempted_id : o.attempted_name;
+    // The entity it concerns; a request too broken to name one is keyed by its own id.
+    e.subject = !o.attempted_id.empty()     ? o.attempted_id
+                : !o.attempted_name.empty() ? o.attempted_name
+                                            : o.request_id;
     w.Field("request_type", RequestKindName(o.request_kind));
     w.Field("status", o.status);
     w.Field("detail", o.detail);

@@ -317,7 +317,8 @@ INSTANTIATE_TEST_SUITE_P(
         OutcomeCase{"RejectedInvalid",
                     Rejection(400, RequestKind::kRegister, "", "", std::nullopt,
                               {{"endpoint", "must have a host"}, {"name", "is required"}}),
-                    event_type::kRejected, ""}),
+                    // Nothing names an entity: the event is keyed by the request id.
+                    event_type::kRejected, "req-7"}),
     [](const testing::TestParamInfo<OutcomeCase>& info) { return info.param.description; });
 
 CloudEvent OutcomeEvent(const char* type, std::string data, int schema_version = 1) {
