@@ -61,7 +61,8 @@ std::optional<std::string> Unhex(std::string_view hex) {
   std::string out;
   for (size_t i = 0; i < hex.size(); i += 2) {
     unsigned v = 0;
-    if (std::from_chars(hex.data() + i, hex.data() + i + 2, v, 16).ec != std::errc()) {
+    const auto [end, ec] = std::from_chars(hex.data() + i, hex.data() + i + 2, v, 16);
+    if (ec != std::errc() || end != hex.data() + i + 2) {
       return std::nullopt;
     }
     out.push_back(static_cast<char>(v));

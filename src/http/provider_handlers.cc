@@ -115,12 +115,15 @@ std::optional<ProviderSpec> SpecFromBody(const HttpRequest& request, const ApiCo
   return *spec;
 }
 
-bool CheckId(const std::string& id, const char* field, Respond& respond) {
-  if (auto why = ValidateProviderId(id); !why.empty()) {
-    respond(Problem(400, std::string(field) + " " + why, {{field, why}}));
-    return false;
-  }
-  return true;
+// Answers 400 (and records the rejection) unless `id` is a valid provider id.
+bool CheckId(const ApiContext& ctx, RequestKind kind, const std::string& id, const char* field,
+             Respond& respond) {
+  auto why = ValidateProviderId(id);
+  if (why.empty()) return true;
+  const Error error{ErrorCode::kInvalidArgument, std::string(field) + " " + why, {{field, why}}};
+  RecordEdgeRejection(ctx, kind, error, "", id.substr(0, 63));
+  respond(ProblemFromError(error));
+  return false;
 }
 
 }  // namespace
@@ -149,7 +152,7 @@ void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond
   ProviderRequest r;
   r.kind = RequestKind::kRegister;
   if (const auto* id = request.Query("id"); id && !id->empty()) {
-    if (!CheckId(*id, "id", respond)) return;
+    if (!CheckId(ctx, r.kind, *id, "id", respond)) return;
     r.id = *id;
   }
   auto spec = SpecFromBody(request, ctx, r.kind, r.id, respond);
@@ -160,7 +163,7 @@ void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond
 
 void UpdateProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                     Respond respond) {
-  if (!CheckId(id, "id", respond)) return;
+  if (!CheckId(ctx, RequestKind::kUpdate, id, "id", respond)) return;
   ProviderRequest r;
   r.kind = RequestKind::kUpdate;
   r.id = id;
@@ -172,31 +175,32 @@ void UpdateProvider(const HttpRequest& request, const std::string& id, const Api
 
 void ChangeProviderId(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                       Respond respond) {
-  if (!CheckId(id, "id", respond)) return;
+  if (!CheckId(ctx, RequestKind::kChangeId, id, "id", respond)) return;
   HttpResponse error;
   auto body = ParseBody(request, &error);
   if (!body) return respond(std::move(error));
   ProviderRequest r;
   r.kind = RequestKind::kChangeId;
   r.id = id;
-  std::string_view new_id;
+  auto reject = [&](const std::string& message) {
+    const Error e{ErrorCode::kInvalidArgument, "new_id " + message, {{"new_id", message}}};
+    RecordEdgeRejection(ctx, r.kind, e, "", id);
+    respond(ProblemFromError(e));
+  };
   simdjson::dom::element value;
-  if (!body->is_object() || (*body)["new_id"].get(value)) {
-    if (!body->is_object() || (*body)["newId"].get(value)) {
-      return respond(Problem(400, "new_id is required", {{"new_id", "is required"}}));
-    }
+  if (!body->is_object() || ((*body)["new_id"].get(value) && (*body)["newId"].get(value))) {
+    return reject("is required");
   }
-  if (value.get(new_id)) {
-    return respond(Problem(400, "new_id must be a string", {{"new_id", "must be a string"}}));
-  }
+  std::string_view new_id;
+  if (value.get(new_id)) return reject("must be a string");
   r.new_id = std::string(new_id);
-  if (!CheckId(r.new_id, "new_id", respond)) return;
+  if (!CheckId(ctx, r.kind, r.new_id, "new_id", respond)) return;
   SubmitAndRespond(ctx, r, std::move(respond));
 }
 
 void DeleteProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                     Respond respond) {
-  if (!CheckId(id, "id", respond)) return;
+  if (!CheckId(ctx, RequestKind::kDelete, id, "id", respond)) return;
   ProviderRequest r;
   r.kind = RequestKind::kDelete;
   r.id = id;

@@ -1,6 +1,8 @@
 #include "src/http/router.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "src/http/problem.h"
 
@@ -27,13 +29,24 @@ struct Routes {
   ApiContext api;
   OpsContext ops;
 
+  // The operations endpoints (GET only), or nullopt for any other path.
+  std::optional<HttpResponse> Operations(const HttpRequest& req) const {
+    static const std::map<std::string, HttpResponse (*)(const OpsContext&)> kEndpoints = {
+        {"/healthz", [](const OpsContext&) { return Healthz(); }},
+        {"/readyz", Readyz},
+        {"/metrics", MetricsText},
+        {"/admin/info", Info},
+        {"/admin/projections", Projections},
+    };
+    auto it = kEndpoints.find(req.path);
+    if (it == kEndpoints.end()) return std::nullopt;
+    if (req.method != "GET" && req.method != "HEAD") return MethodNotAllowed("GET");
+    return it->second(ops);
+  }
+
   void Dispatch(const HttpRequest& req, Respond respond) const {
     const std::string& m = req.method;
-    if (req.path == "/healthz") return respond(Healthz());
-    if (req.path == "/readyz") return respond(Readyz(ops));
-    if (req.path == "/metrics") return respond(MetricsText(ops));
-    if (req.path == "/admin/info") return respond(Info(ops));
-    if (req.path == "/admin/projections") return respond(Projections(ops));
+    if (auto ops_response = Operations(req)) return respond(std::move(*ops_response));
     auto path = ApiPath(req.path);
     if (!path) return respond(Problem(404, "no such resource: " + req.path));
     if (*path == "/service-types") {
@@ -48,14 +61,14 @@ struct Routes {
     constexpr std::string_view kProviders = "/providers/";
     if (path->starts_with(kProviders)) {
       std::string id = path->substr(kProviders.size());
+      if (id.empty() || id.find('/') != std::string::npos) {
+        return respond(Problem(404, "no such resource: " + req.path));
+      }
       constexpr std::string_view kChangeId = ":changeId";
       if (id.ends_with(kChangeId)) {
         id.resize(id.size() - kChangeId.size());
         if (m != "POST") return respond(MethodNotAllowed("POST"));
         return ChangeProviderId(req, id, api, std::move(respond));
-      }
-      if (id.empty() || id.find('/') != std::string::npos) {
-        return respond(Problem(404, "no such resource: " + req.path));
       }
       if (m == "GET") return GetProvider(req, id, api, std::move(respond));
       if (m == "PUT") return UpdateProvider(req, id, api, std::move(respond));
