@@ -294,6 +294,7 @@ TEST_F(RegistryFlowTest, RebuildFromOffsetZeroYieldsAnIdenticalRegistry) {
 }
 
 TEST_F(RegistryFlowTest, RestartResumesFromStoredOffsetsWithoutReapplying) {
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(instance_->Register(Unique("restart")));
   const auto dir = (root_ / "restart").string();
   std::string digest_before;
   uint64_t applied_first = 0;
