@@ -36,6 +36,16 @@ void AppendJsonEscaped(std::string& out, std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
   size_t i = 0;
   while (i < value.size()) {
+    // Copy the run of bytes that need no escaping in one append (most strings are all of it).
+    size_t run = i;
+    while (run < value.size()) {
+      const unsigned char b = static_cast<unsigned char>(value[run]);
+      if (b < 0x20 || b >= 0x7F || b == '"' || b == '\\') break;
+      ++run;
+    }
+    out.append(value.data() + i, run - i);
+    i = run;
+    if (i == value.size()) break;
     const unsigned char c = static_cast<unsigned char>(value[i]);
     if (c >= 0x80) {
       const size_t len = Utf8SequenceLength(value, i);
