@@ -4,11 +4,9 @@
 
 namespace dcm {
 
-std::shared_ptr<std::promise<Status>> DeadLetter(Producer& producer,
-                                                 const std::string& dead_letter_topic,
-                                                 const KafkaMessage& message,
-                                                 const std::string& consumer,
-                                                 const std::string& reason, Metrics* metrics) {
+std::future<Status> DeadLetter(Producer& producer, const std::string& dead_letter_topic,
+                               const KafkaMessage& message, const std::string& consumer,
+                               const std::string& reason, Metrics* metrics) {
   static auto logger = Logger("dead-letter");
   logger->warn(
       "msg=\"poison record dead-lettered\" consumer={} topic={} partition={} offset={} "
@@ -20,21 +18,12 @@ std::shared_ptr<std::promise<Status>> DeadLetter(Producer& producer,
                      "consumer=\"" + consumer + "\"")
         .Inc();
   }
-  auto promise = std::make_shared<std::promise<Status>>();
-  producer.Produce(dead_letter_topic, message.key, message.value,
-                   {{"dcm-dlq-topic", message.topic},
-                    {"dcm-dlq-partition", std::to_string(message.partition)},
-                    {"dcm-dlq-offset", std::to_string(message.offset)},
-                    {"dcm-dlq-consumer", consumer},
-                    {"dcm-dlq-reason", reason}},
-                   [promise](Result<KafkaPosition> result) {
-                     if (result) {
-                       promise->set_value(OkStatus());
-                     } else {
-                       promise->set_value(tl::unexpected(result.error()));
-                     }
-                   });
-  return promise;
+  return producer.ProduceAcked(dead_letter_topic, message.key, message.value,
+                               {{"dcm-dlq-topic", message.topic},
+                                {"dcm-dlq-partition", std::to_string(message.partition)},
+                                {"dcm-dlq-offset", std::to_string(message.offset)},
+                                {"dcm-dlq-consumer", consumer},
+                                {"dcm-dlq-reason", reason}});
 }
 
 }  // namespace dcm

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <future>
-#include <memory>
 #include <string>
 
 #include "consumers/kafka.h"
@@ -15,10 +14,8 @@ namespace dcm {
 
 // Produces the dead letter; the returned future resolves when it is acknowledged, so the caller
 // commits its offset only after the record is safe.
-std::shared_ptr<std::promise<Status>> DeadLetter(Producer& producer,
-                                                 const std::string& dead_letter_topic,
-                                                 const KafkaMessage& message,
-                                                 const std::string& consumer,
-                                                 const std::string& reason, Metrics* metrics);
+std::future<Status> DeadLetter(Producer& producer, const std::string& dead_letter_topic,
+                               const KafkaMessage& message, const std::string& consumer,
+                               const std::string& reason, Metrics* metrics);
 
 }  // namespace dcm

@@ -169,6 +169,17 @@ Result<KafkaPosition> Producer::ProduceSync(
   return future.get();  // bounded by message.timeout.ms
 }
 
+std::future<Status> Producer::ProduceAcked(
+    const std::string& topic, const std::string& key, const std::string& value,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  Produce(topic, key, value, headers, [promise](Result<KafkaPosition> result) {
+    promise->set_value(result ? OkStatus() : Status(tl::unexpected(result.error())));
+  });
+  return future;
+}
+
 Status Producer::Flush(int timeout_ms) {
   const auto err = rd_kafka_flush(rk_, timeout_ms);
   if (err) return tl::unexpected(FromKafka(err, "flush"));

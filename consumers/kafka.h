@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,11 @@ class Producer {
   void Produce(const std::string& topic, const std::string& key, const std::string& value,
                const std::vector<std::pair<std::string, std::string>>& headers,
                OnDelivery on_delivery);
+  // Produces; the future resolves once the broker acknowledged the message (or it failed), so a
+  // caller can commit its own progress only after what it produced is safe.
+  std::future<Status> ProduceAcked(
+      const std::string& topic, const std::string& key, const std::string& value,
+      const std::vector<std::pair<std::string, std::string>>& headers = {});
   // Produces and waits for the delivery report.
   Result<KafkaPosition> ProduceSync(
       const std::string& topic, const std::string& key, const std::string& value,

@@ -98,7 +98,7 @@ void ProjectionRunner::Run() {
 Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages) {
   StoreBatch batch;
   std::vector<CloudEvent> applied;
-  std::vector<std::shared_ptr<std::promise<Status>>> dead_letters;
+  std::vector<std::future<Status>> dead_letters;
   std::map<int32_t, int64_t> touched;
   auto dead_letter = [&](const KafkaMessage& m, const std::string& reason) {
     dead_letters.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m,
@@ -122,9 +122,9 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages)
     }
     applied.push_back(std::move(*event));
   }
-  for (auto& promise : dead_letters) {
+  for (auto& acked : dead_letters) {
     // Never move past a poison record before it is safe in the dead-letter topic.
-    RETURN_IF_ERROR(promise->get_future().get());
+    RETURN_IF_ERROR(acked.get());
   }
   for (const auto& [partition, next] : touched) {
     store_->PutOffset(batch, projection_->Name(), options_.topic, partition, next);

@@ -102,7 +102,7 @@ void Registrar::Run() {
 
 Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
   StoreBatch batch;
-  std::vector<std::shared_ptr<std::promise<Status>>> pending;
+  std::vector<std::future<Status>> pending;
   int64_t next = next_offset_;
   auto& decisions = metrics_->GetCounter("dcm_registrar_decisions_total",
                                          "Requests decided by this instance's registrar");
@@ -138,15 +138,10 @@ Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
     ASSIGN_OR_RETURN(bool known, registry_->HasOutcome(outcome.request_id));
     if (known) continue;  // re-decided after a takeover; the outcome is already on the topic
     const CloudEvent out = EncodeProviderOutcome(outcome, options_.source, clock_->NowMillis());
-    auto promise = std::make_shared<std::promise<Status>>();
-    producer_->Produce(
-        options_.outcomes_topic, out.subject, EncodeCloudEvent(out), {},
-        [promise](Result<KafkaPosition> result) {
-          promise->set_value(result ? OkStatus() : Status(tl::unexpected(result.error())));
-        });
-    pending.push_back(std::move(promise));
+    pending.push_back(
+        producer_->ProduceAcked(options_.outcomes_topic, out.subject, EncodeCloudEvent(out)));
   }
-  for (auto& promise : pending) RETURN_IF_ERROR(promise->get_future().get());
+  for (auto& acked : pending) RETURN_IF_ERROR(acked.get());
   store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, next);
   RETURN_IF_ERROR(store_->Write(batch));
   next_offset_ = next;
