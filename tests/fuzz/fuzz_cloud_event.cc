@@ -11,20 +11,10 @@
 #include "events/cloud_event.h"
 #include "events/provider_events.h"
 #include "src/common/time_format.h"
-
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "FUZZ_CHECK failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 namespace dcm::fuzz {
 namespace {
-
-const std::vector<std::string> kServiceTypes = {"vm",      "container", "database",
-                                                "cluster", "storage",   "network"};
 
 void CheckRequestRoundTrip(const CloudEvent& event) {
   auto request = DecodeProviderRequest(event, kServiceTypes);

@@ -8,14 +8,7 @@
 #include <vector>
 
 #include "src/common/url.h"
-
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "FUZZ_CHECK failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 namespace dcm::fuzz {
 
