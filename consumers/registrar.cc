@@ -10,15 +10,6 @@ namespace {
 
 constexpr int kPollMs = 100;
 
-// The request kind a request event type names, for rejecting requests whose data is invalid.
-std::optional<RequestKind> KindOfType(std::string_view type) {
-  if (type == event_type::kRegistrationRequested) return RequestKind::kRegister;
-  if (type == event_type::kUpdateRequested) return RequestKind::kUpdate;
-  if (type == event_type::kIdChangeRequested) return RequestKind::kChangeId;
-  if (type == event_type::kDeletionRequested) return RequestKind::kDelete;
-  return std::nullopt;
-}
-
 }  // namespace
 
 Registrar::Registrar(RegistrarOptions options, Store* store, const RegistryView* registry,
@@ -117,7 +108,7 @@ Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
     }
     ASSIGN_OR_RETURN(bool seen, decider_.AlreadyDecided(event->id, batch));
     if (seen) continue;  // a re-delivered or duplicated request: decided once
-    const auto kind = KindOfType(event->type);
+    const auto kind = RequestKindOfType(event->type);
     if (!kind) {
       pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
                                    "not a provider request type: " + event->type, metrics_));

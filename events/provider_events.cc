@@ -75,6 +75,14 @@ Status ReadIdField(simdjson::dom::object data, std::string_view key, std::string
 
 }  // namespace
 
+std::optional<RequestKind> RequestKindOfType(std::string_view type) {
+  if (type == event_type::kRegistrationRequested) return RequestKind::kRegister;
+  if (type == event_type::kUpdateRequested) return RequestKind::kUpdate;
+  if (type == event_type::kIdChangeRequested) return RequestKind::kChangeId;
+  if (type == event_type::kDeletionRequested) return RequestKind::kDelete;
+  return std::nullopt;
+}
+
 const char* RequestKindName(RequestKind kind) {
   switch (kind) {
     case RequestKind::kRegister:
@@ -141,17 +149,10 @@ CloudEvent EncodeProviderRequest(const ProviderRequest& r, const std::string& so
 
 Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
                                               const std::vector<std::string>& service_types) {
+  const auto kind = RequestKindOfType(event.type);
+  if (!kind) return MakeError(ErrorCode::kCorruption, "not a provider request type: " + event.type);
   ProviderRequest r;
-  if (event.type == event_type::kRegistrationRequested)
-    r.kind = RequestKind::kRegister;
-  else if (event.type == event_type::kUpdateRequested)
-    r.kind = RequestKind::kUpdate;
-  else if (event.type == event_type::kIdChangeRequested)
-    r.kind = RequestKind::kChangeId;
-  else if (event.type == event_type::kDeletionRequested)
-    r.kind = RequestKind::kDelete;
-  else
-    return MakeError(ErrorCode::kCorruption, "not a provider request type: " + event.type);
+  r.kind = *kind;
   RETURN_IF_ERROR(CheckVersion(event));
   r.request_id = event.id;
   r.requested_by = event.source;

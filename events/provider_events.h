@@ -38,6 +38,8 @@ inline constexpr int kProviderEventSchemaVersion = 1;
 
 enum class RequestKind { kRegister, kUpdate, kChangeId, kDelete };
 const char* RequestKindName(RequestKind kind);  // "register", "update", "change_id", "delete"
+// The kind a request event type names, or nullopt for any other type.
+std::optional<RequestKind> RequestKindOfType(std::string_view type);
 
 struct ProviderRequest {
   RequestKind kind = RequestKind::kRegister;

@@ -120,6 +120,7 @@ Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition&, 
   }
   batch.Put(Key(kRequestKey, outcome.request_id), event.type);
   if (metrics_) AppliedCounter(event.type).Inc();
+  applied_request_ids_.push_back(std::move(outcome.request_id));
   return OkStatus();
 }
 
@@ -134,12 +135,13 @@ Counter& RegistryProjection::AppliedCounter(const std::string& type) {
 }
 
 void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
-  if (!waiters_) return;
-  for (const auto& event : applied) {
-    // The request id is inside data; decode only while someone waits.
-    if (waiters_->Pending() == 0) return;
-    if (auto outcome = DecodeProviderOutcome(event)) waiters_->Complete(outcome->request_id, event);
+  // applied[i] is the event whose request id Apply recorded i-th in this batch.
+  if (waiters_ && applied.size() == applied_request_ids_.size()) {
+    for (size_t i = 0; i < applied.size() && waiters_->Pending() > 0; ++i) {
+      waiters_->Complete(applied_request_ids_[i], applied[i]);
+    }
   }
+  applied_request_ids_.clear();
 }
 
 Result<std::optional<Provider>> RegistryView::Get(const std::string& id) const {

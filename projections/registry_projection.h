@@ -46,6 +46,7 @@ class RegistryProjection final : public Projection {
   OutcomeWaiters* waiters_;
   Metrics* metrics_;
   std::map<std::string, Counter*> applied_by_type_;  // runner thread only
+  std::vector<std::string> applied_request_ids_;     // of the batch in progress, in order
 };
 
 struct ProviderFilter {
