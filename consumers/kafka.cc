@@ -81,6 +81,7 @@ void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
       }
     }
     rd_kafka_assign(rk, partitions);
+    if (consumer->rebalance().pause_assigned) rd_kafka_pause_partitions(rk, partitions);
   } else {
     if (consumer->rebalance().on_revoke) consumer->rebalance().on_revoke();
     rd_kafka_assign(rk, nullptr);
@@ -135,7 +136,7 @@ Producer::~Producer() {
 
 void Producer::Produce(const std::string& topic, const std::string& key, const std::string& value,
                        const std::vector<std::pair<std::string, std::string>>& headers,
-                       OnDelivery on_delivery) {
+                       OnDelivery on_delivery, int32_t partition) {
   auto* opaque = new OnDelivery(std::move(on_delivery));
   rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (int attempt = 0; attempt < 200; ++attempt) {
@@ -145,7 +146,7 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
       rd_kafka_header_add(hdrs, name.data(), static_cast<ssize_t>(name.size()), val.data(),
                           static_cast<ssize_t>(val.size()));
     }
-    err = rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
+    err = rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
                             RD_KAFKA_V_KEY(key.data(), key.size()),
                             RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
@@ -157,6 +158,12 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
   }
   std::unique_ptr<OnDelivery> callback(opaque);
   (*callback)(tl::unexpected(FromKafka(err, "produce to " + topic)));
+}
+
+int32_t KeyPartition(std::string_view key, int32_t partitions) {
+  // The murmur2 partitioner reads neither the topic nor the opaques (rdkafka_msg.c).
+  return rd_kafka_msg_partitioner_murmur2(nullptr, key.data(), key.size(), partitions, nullptr,
+                                          nullptr);
 }
 
 Result<KafkaPosition> Producer::ProduceSync(

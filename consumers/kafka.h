@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -65,10 +66,13 @@ class Producer {
   static Result<std::unique_ptr<Producer>> Create(const KafkaOptions& options);
   ~Producer();
 
+  static constexpr int32_t kAnyPartition = -1;  // RD_KAFKA_PARTITION_UA: the partitioner picks
+
   // Queues one message; `on_delivery` runs once with the partition and offset, or the error.
+  // `partition` is explicit when the caller must know where a key lands (KeyPartition).
   void Produce(const std::string& topic, const std::string& key, const std::string& value,
                const std::vector<std::pair<std::string, std::string>>& headers,
-               OnDelivery on_delivery);
+               OnDelivery on_delivery, int32_t partition = kAnyPartition);
   // Produces; the future resolves once the broker acknowledged the message (or it failed), so a
   // caller can commit its own progress only after what it produced is safe.
   std::future<Status> ProduceAcked(
@@ -100,6 +104,9 @@ class Consumer {
                                              const std::vector<int32_t>& partitions)>
         on_assign;
     std::function<void()> on_revoke;
+    // Membership only: assigned partitions are paused, so nothing is fetched (the prober uses
+    // the group to split providers, not to read).
+    bool pause_assigned = false;
   };
 
   static constexpr int64_t kBeginning = -2;  // RD_KAFKA_OFFSET_BEGINNING
@@ -134,6 +141,10 @@ class Consumer {
   Rebalance rebalance_;
   bool closed_ = false;
 };
+
+// The partition of `key` among `partitions`: Java-client-compatible murmur2 (Kafka's default
+// partitioner), so other clients and tools agree on where a provider's events live.
+int32_t KeyPartition(std::string_view key, int32_t partitions);
 
 // The number of partitions of `topic`, or 0 if it does not exist. Uses an all-topics metadata
 // request, which (unlike a per-topic one) never auto-creates the topic.

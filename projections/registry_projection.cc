@@ -1,7 +1,5 @@
 #include "projections/registry_projection.h"
 
-#include <strings.h>
-
 #include <charconv>
 
 namespace dcm {
@@ -86,6 +84,7 @@ Status RegistryProjection::Upsert(const Provider& provider, StoreBatch& batch) {
   ASSIGN_OR_RETURN(int64_t current, CurrentSeq(provider.id, batch));
   if (provider.seq <= current) return OkStatus();  // a duplicate or an older decision
   batch.Put(Key(kProviderKey, provider.id), Header('P', provider.seq) + EncodeProvider(provider));
+  if (listener_) changes_.push_back({provider.id, provider});
   return OkStatus();
 }
 
@@ -93,6 +92,7 @@ Status RegistryProjection::Tombstone(const std::string& id, int64_t seq, StoreBa
   ASSIGN_OR_RETURN(int64_t current, CurrentSeq(id, batch));
   if (seq <= current) return OkStatus();
   batch.Put(Key(kProviderKey, id), Header('T', seq));
+  if (listener_) changes_.push_back({id, std::nullopt});
   return OkStatus();
 }
 
@@ -142,6 +142,8 @@ void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
     }
   }
   applied_request_ids_.clear();
+  if (listener_ && !changes_.empty()) listener_(changes_);
+  changes_.clear();
 }
 
 Result<std::optional<Provider>> RegistryView::Get(const std::string& id) const {
@@ -176,10 +178,7 @@ Result<ProviderPage> RegistryView::List(const ProviderFilter& filter, const std:
         if (!filter.service_type.empty() && provider->spec.service_type != filter.service_type) {
           return true;
         }
-        if (!filter.health_status.empty() &&
-            strcasecmp(filter.health_status.c_str(), kInitialHealthStatus) != 0) {
-          return true;
-        }
+        if (filter.accept && !filter.accept(*provider)) return true;
         if (page.providers.size() == max_page_size) {
           more = true;
           return false;

@@ -12,6 +12,7 @@
 // partitions interleave (SPEC §5.3, §5.4).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,8 +26,17 @@
 
 namespace dcm {
 
+// A provider whose registry record changed: its new state, or nullopt once it is deleted or moved
+// to another id. Delivered after the change is durable (the prober follows the registry so).
+struct ProviderChange {
+  std::string id;
+  std::optional<Provider> provider;
+};
+
 class RegistryProjection final : public Projection {
  public:
+  using ChangeListener = std::function<void(const std::vector<ProviderChange>&)>;
+
   static constexpr char kName[] = "registry";
   static constexpr char kPrefix[] = "reg/";
 
@@ -35,6 +45,9 @@ class RegistryProjection final : public Projection {
   std::string Name() const override { return kName; }
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
   void AfterCommit(const std::vector<CloudEvent>& applied) override;
+  // Called on the runner thread after each committed batch that changed providers. Set before
+  // the runner starts.
+  void SetChangeListener(ChangeListener listener) { listener_ = std::move(listener); }
 
  private:
   Result<int64_t> CurrentSeq(const std::string& id, const StoreBatch& batch) const;
@@ -47,11 +60,14 @@ class RegistryProjection final : public Projection {
   Metrics* metrics_;
   std::map<std::string, Counter*> applied_by_type_;  // runner thread only
   std::vector<std::string> applied_request_ids_;     // of the batch in progress, in order
+  ChangeListener listener_;
+  std::vector<ProviderChange> changes_;  // of the batch in progress
 };
 
 struct ProviderFilter {
-  std::string service_type;   // empty = any
-  std::string health_status;  // empty = any; case-insensitive
+  std::string service_type;  // empty = any
+  // Further condition (the handlers join health here); empty = any.
+  std::function<bool(const Provider&)> accept;
 };
 
 struct ProviderPage {
@@ -68,8 +84,6 @@ class RegistryView {
   Result<ProviderPage> List(const ProviderFilter& filter, const std::string& page_token,
                             size_t max_page_size) const;
   Result<bool> HasOutcome(const std::string& request_id) const;
-  // The health status a provider shows until the health projection (SPEC §3.2) knows better.
-  static constexpr char kInitialHealthStatus[] = "Pending";
 
  private:
   const Store* store_;

@@ -4,15 +4,19 @@
 //     dcm.provider-requests ─▶ Registrar (one owner per cluster) ─▶ dcm.providers
 //     dcm.providers ─▶ ProjectionRunner ─▶ RegistryProjection (RocksDB) ─▶ RegistryView ─▶ HTTP
 //   HTTP writes ─▶ KafkaCommandBus ─▶ dcm.provider-requests; reply when the outcome is applied.
+//   Prober (group-assigned share of providers) ─▶ GET {endpoint}/health ─▶ dcm.health
+//     dcm.health ─▶ ProjectionRunner ─▶ HealthProjection ─▶ HealthView ─▶ joined into reads
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <tuple>
 
 #include "consumers/command_bus.h"
 #include "consumers/mock_cluster.h"
+#include "consumers/prober.h"
 #include "consumers/projection_runner.h"
 #include "consumers/registrar.h"
 #include "consumers/topic_admin.h"
@@ -20,6 +24,7 @@
 #include "src/common/config.h"
 #include "src/common/duration.h"
 #include "src/common/log.h"
+#include "src/http/probe_client.h"
 #include "src/http/router.h"
 #include "src/http/server.h"
 
@@ -30,6 +35,11 @@ struct ServeFlags {
   Config config;
   std::string service_types;
   std::string decision_timeout = "10s";
+  // HEALTH_CHECK_* durations, Go syntax (SPEC §2).
+  std::string health_interval = "10s";
+  std::string health_timeout = "5s";
+  std::string health_base_backoff = "10s";
+  std::string health_max_backoff = "5m";
   std::vector<std::string> kafka_properties;  // librdkafka key=value, for every client
   bool data_dir_given = false;
   bool fetch_wait_given = false;
@@ -52,6 +62,17 @@ int RunServe(ServeFlags flags) {
   auto timeout = ParseGoDuration(flags.decision_timeout);
   if (!timeout) return Fail("--decision-timeout: " + timeout.error().message);
   config.decision_timeout = *timeout;
+  for (auto [text, out, name] :
+       {std::tuple{&flags.health_interval, &config.health.interval, "HEALTH_CHECK_INTERVAL"},
+        std::tuple{&flags.health_timeout, &config.health.timeout, "HEALTH_CHECK_TIMEOUT"},
+        std::tuple{&flags.health_base_backoff, &config.health.base_backoff,
+                   "HEALTH_CHECK_BASE_BACKOFF_INTERVAL"},
+        std::tuple{&flags.health_max_backoff, &config.health.max_backoff,
+                   "HEALTH_CHECK_MAX_BACKOFF_INTERVAL"}}) {
+    auto parsed = ParseGoDuration(*text);
+    if (!parsed) return Fail(std::string(name) + ": " + parsed.error().message);
+    *out = *parsed;
+  }
   if (auto status = ValidateConfig(config); !status) return Fail(status.error().message);
 
   // Kafka: the embedded mock in dev mode, else the given cluster.
@@ -114,7 +135,38 @@ int RunServe(ServeFlags flags) {
   ProjectionRunner registry_runner(
       RunnerOptions{config.topics.Providers(), config.topics.DeadLetter(), kafka}, store->get(),
       &registry, producer->get(), &metrics);
+  HealthProjection health(store->get(), &metrics);
+  HealthView health_view(store->get());
+  ProjectionRunner health_runner(
+      RunnerOptions{config.topics.Health(), config.topics.DeadLetter(), kafka}, store->get(),
+      &health, producer->get(), &metrics);
+
+  // The prober follows the registry, so it exists before the registry runner starts.
+  std::unique_ptr<http::ProbeClient> probe_client;
+  std::unique_ptr<Prober> prober;
+  if (config.health.enabled) {
+    http::ProbeClientOptions client_options;
+    client_options.ca_file = config.health.ca_file;
+    client_options.insecure_skip_verify = config.health.insecure_skip_verify;
+    client_options.max_tls_handshakes = static_cast<size_t>(config.health.max_tls_handshakes);
+    auto client = http::ProbeClient::Create(client_options);
+    if (!client) return Fail(client.error().message);
+    probe_client = std::move(*client);
+    ProberOptions prober_options;
+    prober_options.health_topic = config.topics.Health();
+    prober_options.group_id = config.topics.prefix + "prober";
+    prober_options.source = "dcm/prober/" + config.instance_id;
+    prober_options.health = config.health;
+    prober_options.kafka = kafka;
+    prober = std::make_unique<Prober>(prober_options, store->get(), &registry_view, &health_view,
+                                      probe_client.get(), producer->get(), &metrics,
+                                      &SystemClock::Instance());
+    registry.SetChangeListener([p = prober.get()](const std::vector<ProviderChange>& changes) {
+      p->OnProvidersChanged(changes);
+    });
+  }
   if (auto status = registry_runner.Start(); !status) return Fail(status.error().message);
+  if (auto status = health_runner.Start(); !status) return Fail(status.error().message);
 
   RegistrarOptions registrar_options;
   registrar_options.requests_topic = config.topics.ProviderRequests();
@@ -127,44 +179,69 @@ int RunServe(ServeFlags flags) {
   Registrar registrar(registrar_options, store->get(), &registry_view, producer->get(), &metrics,
                       &SystemClock::Instance());
   if (auto status = registrar.Start(); !status) return Fail(status.error().message);
+  if (prober) {
+    if (auto status = prober->Start(); !status) return Fail(status.error().message);
+  }
 
   KafkaCommandBus commands(producer->get(), &waiters, config.topics.ProviderRequests(),
                            config.topics.Providers(), config.decision_timeout,
                            &SystemClock::Instance(), &metrics);
 
-  http::ApiContext api{&registry_view, &commands, &config.service_types, &SystemClock::Instance(),
+  http::ApiContext api{&registry_view,
+                       &health_view,
+                       &commands,
+                       &config.service_types,
+                       &SystemClock::Instance(),
                        "dcm/http/" + config.instance_id};
   http::OpsContext ops;
   ops.metrics = &metrics;
   ops.checks = {
       {"projection:registry",
        [&] { return registry_runner.CaughtUp() && registry_runner.Healthy(); }},
+      {"projection:health", [&] { return health_runner.CaughtUp() && health_runner.Healthy(); }},
       {"registrar", [&] { return registrar.Healthy(); }},
   };
+  if (prober) ops.checks.push_back({"prober", [&] { return prober->Healthy(); }});
   ops.info = http::AdminInfo{DCM_VERSION,
                              config.instance_id,
                              config.kafka_brokers,
                              config.dev,
                              {},
-                             {"http", "registry", "registrar"},
+                             {"http", "registry", "registrar", "health"},
                              config.data_dir};
   for (const auto& t : topics) ops.info.topics.push_back(t.name);
+  if (prober) ops.info.components.push_back("prober");
   ops.live_info = [&](JsonWriter& w) {
     w.Field("registrar_owner", registrar.IsOwner());
     w.Field("registry_lag", registry_runner.Lag());
     w.Field("registry_events_applied", static_cast<int64_t>(registry_runner.Applied()));
+    w.Field("health_lag", health_runner.Lag());
+    if (prober) {
+      w.Field("prober_providers", static_cast<int64_t>(prober->OwnedProviders()));
+      w.Key("prober_partitions");
+      w.BeginArray();
+      for (int32_t p : prober->OwnedPartitions()) w.Int(p);
+      w.EndArray();
+    }
   };
 
   ops.projections = [&](JsonWriter& w) {
-    auto digest = (*store)->Digest(RegistryProjection::kPrefix);
-    w.BeginObject();
-    w.Field("name", RegistryProjection::kName);
-    w.Field("topic", config.topics.Providers());
-    w.Field("digest", digest ? *digest : "error: " + digest.error().message);
-    w.Field("applied", static_cast<int64_t>(registry_runner.Applied()));
-    w.Field("lag", registry_runner.Lag());
-    w.Field("caught_up", registry_runner.CaughtUp());
-    w.EndObject();
+    auto describe = [&](const char* name, const char* prefix, const std::string& topic,
+                        const ProjectionRunner& runner) {
+      auto digest = (*store)->Digest(prefix);
+      w.BeginObject();
+      w.Field("name", name);
+      w.Field("topic", topic);
+      w.Field("digest", digest ? *digest : "error: " + digest.error().message);
+      w.Field("applied", static_cast<int64_t>(runner.Applied()));
+      w.Field("lag", runner.Lag());
+      w.Field("caught_up", runner.CaughtUp());
+      w.EndObject();
+    };
+    describe(RegistryProjection::kName, RegistryProjection::kPrefix, config.topics.Providers(),
+             registry_runner);
+    describe(HealthProjection::kName, HealthProjection::kPrefix, config.topics.Health(),
+             health_runner);
   };
 
   http::ServerOptions server_options;
@@ -193,8 +270,11 @@ int RunServe(ServeFlags flags) {
   const int sig = wait_for_signal();
   logger->info("msg=\"shutting down\" signal={}", sig);
   (*server)->Stop();
+  if (prober) prober->Stop();
+  if (probe_client) probe_client->Stop();  // no probe completes into a stopped prober
   registrar.Stop();
   registry_runner.Stop();
+  health_runner.Stop();
   if (auto flushed = (*producer)->Flush(5000); !flushed) {
     logger->warn("msg=\"producer flush incomplete\" error=\"{}\"", flushed.error().message);
   }
@@ -256,6 +336,50 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--instance-id", c.instance_id, "Name of this instance (default host/pid)")
       ->envname("DCM_INSTANCE_ID");
+  cmd->add_option("--health-check-interval", flags->health_interval,
+                  "Between probes of one provider (jittered ±10%)")
+      ->envname("HEALTH_CHECK_INTERVAL")
+      ->capture_default_str();
+  cmd->add_option("--health-check-timeout", flags->health_timeout, "One probe as a whole")
+      ->envname("HEALTH_CHECK_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--health-check-max-consecutive-failures", c.health.max_consecutive_failures,
+                  "Consecutive failed probes that make a provider Unavailable")
+      ->envname("HEALTH_CHECK_MAX_CONSECUTIVE_FAILURES")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--health-check-success-threshold", c.health.success_threshold,
+                  "Consecutive healthy probes that make a provider Ready (hysteresis)")
+      ->envname("HEALTH_CHECK_SUCCESS_THRESHOLD")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--health-check-base-backoff-interval", flags->health_base_backoff,
+                  "First probe delay once Unavailable; doubles per failure")
+      ->envname("HEALTH_CHECK_BASE_BACKOFF_INTERVAL")
+      ->capture_default_str();
+  cmd->add_option("--health-check-max-backoff-interval", flags->health_max_backoff,
+                  "Longest probe delay while Unavailable")
+      ->envname("HEALTH_CHECK_MAX_BACKOFF_INTERVAL")
+      ->capture_default_str();
+  cmd->add_option("--health-check-ca-file", c.health.ca_file,
+                  "PEM CA bundle for https provider endpoints (default: system trust store)")
+      ->envname("HEALTH_CHECK_CA_FILE");
+  cmd->add_flag("--health-check-insecure-skip-verify", c.health.insecure_skip_verify,
+                "Do not verify provider TLS certificates (explicit opt-in)")
+      ->envname("HEALTH_CHECK_INSECURE_SKIP_VERIFY");
+  cmd->add_option("--health-check-max-in-flight", c.health.max_in_flight,
+                  "Probes awaiting an answer at once")
+      ->envname("HEALTH_CHECK_MAX_IN_FLIGHT")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--health-check-max-tls-handshakes", c.health.max_tls_handshakes,
+                  "Simultaneous TLS handshakes of the prober")
+      ->envname("HEALTH_CHECK_MAX_TLS_HANDSHAKES")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_flag("--health-check,!--no-health-check", c.health.enabled,
+                "Probe providers from this instance (--no-health-check: only serve health states)")
+      ->envname("HEALTH_CHECK_ENABLED");
   cmd->add_option("--log-level", c.log_level, "debug, info, warn or error")
       ->envname("DCM_LOG_LEVEL")
       ->capture_default_str();

@@ -33,6 +33,23 @@ Status ValidateConfig(const Config& c) {
   if (c.partitions < 1 || c.partitions > 1024) {
     return MakeError(ErrorCode::kInvalidArgument, "--partitions must be 1..1024");
   }
+  const auto& h = c.health;
+  if (h.interval.count() < 100 || h.timeout.count() < 10 || h.base_backoff.count() < 100 ||
+      h.max_backoff < h.base_backoff) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "health check durations: interval >= 100ms, timeout >= 10ms, base backoff >= "
+                     "100ms, max backoff >= base backoff");
+  }
+  if (h.max_consecutive_failures < 1 || h.max_consecutive_failures > 1000 ||
+      h.success_threshold < 1 || h.success_threshold > 1000) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "HEALTH_CHECK_MAX_CONSECUTIVE_FAILURES and HEALTH_CHECK_SUCCESS_THRESHOLD must "
+        "be 1..1000");
+  }
+  if (h.max_in_flight < 1 || h.max_tls_handshakes < 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "probe concurrency limits must be >= 1");
+  }
   if (c.topics.prefix.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "--topic-prefix must not be empty");
   }

@@ -17,7 +17,35 @@ struct Topics {
   std::string ProviderRequests() const { return prefix + "provider-requests"; }
   std::string Providers() const { return prefix + "providers"; }
   std::string Status() const { return prefix + "status"; }
+  std::string Health() const { return prefix + "health"; }
   std::string DeadLetter() const { return prefix + "dead-letter"; }
+};
+
+// Active health probing (SPEC §2, §3.2). Env names are DCM's (HEALTH_CHECK_*).
+struct HealthCheckConfig {
+  // Off: this instance neither probes nor joins the prober group (it still serves health).
+  bool enabled = true;
+  // Between probes of one provider, ±10% jitter (HEALTH_CHECK_INTERVAL, DCM's 10 s).
+  std::chrono::milliseconds interval{10000};
+  // One probe as a whole: resolve, connect, TLS, request, response (HEALTH_CHECK_TIMEOUT, 5 s).
+  std::chrono::milliseconds timeout{5000};
+  // Consecutive failures that make a provider Unavailable (3, as DCM does it).
+  int max_consecutive_failures = 3;
+  // Consecutive healthy probes that make a provider Ready again. 1 is the seed's rule ("a single
+  // 200 OK recovers"); raise it for hysteresis against flapping providers.
+  int success_threshold = 1;
+  // Unavailable providers are probed at base·2ⁿ up to max (10 s, 5 m).
+  std::chrono::milliseconds base_backoff{10000};
+  std::chrono::milliseconds max_backoff{300000};
+  // PEM CA bundle for https endpoints; empty = the system's trust store.
+  std::string ca_file;
+  // Skip certificate and host-name verification. An explicit, logged opt-in.
+  bool insecure_skip_verify = false;
+  // Probes in flight at once; beyond it, due probes wait (and scheduler lag shows it). 4096
+  // covers 10k providers at 10 s with 40% black-holed at a 5 s timeout.
+  int max_in_flight = 4096;
+  // Simultaneous TLS handshakes (../shared/HTTP-NOTES.md: 10k at once collapse every client).
+  int max_tls_handshakes = 512;
 };
 
 struct Config {
@@ -54,6 +82,7 @@ struct Config {
   std::string log_level = "info";
   // Identity of this instance in logs, /admin/info and event `source`s. Default: host:port.
   std::string instance_id;
+  HealthCheckConfig health;
 };
 
 // Parses a comma-separated list, trimming blanks and dropping empty items.

@@ -1,12 +1,11 @@
 #include "src/http/provider_handlers.h"
 
-#include <strings.h>
-
 #include <charconv>
 
 #include "events/json_read.h"
 #include "events/provider_events.h"
 #include "src/common/json_writer.h"
+#include "src/common/time_format.h"
 #include "src/common/uuid.h"
 #include "src/http/problem.h"
 
@@ -56,18 +55,31 @@ void RecordEdgeRejection(const ApiContext& ctx, RequestKind kind, const Error& e
   ctx.commands->Record(EncodeProviderOutcome(o, ctx.source, ctx.clock->NowMillis()));
 }
 
-HttpResponse RenderOutcome(const ProviderOutcome& o) {
+// The provider's health record, or nullopt (never probed, or no health view). A read error
+// shows as never probed: health is advisory on provider reads.
+std::optional<HealthRecord> HealthOf(const ApiContext& ctx, const std::string& id) {
+  if (!ctx.health) return std::nullopt;
+  auto record = ctx.health->Get(id);
+  return record ? std::move(*record) : std::nullopt;
+}
+
+std::string Render(const ApiContext& ctx, const Provider& p, const std::string& status = "") {
+  const auto health = HealthOf(ctx, p.id);
+  return RenderProvider(p, health ? &*health : nullptr, status);
+}
+
+HttpResponse RenderOutcome(const ApiContext& ctx, const ProviderOutcome& o) {
   switch (o.kind) {
     case OutcomeKind::kRegistered: {
-      HttpResponse r = Json(201, RenderProvider(o.provider, "registered"));
+      HttpResponse r = Json(201, Render(ctx, o.provider, "registered"));
       r.headers.emplace_back("Location", std::string(kApiBase) + "/providers/" + o.provider.id);
       return r;
     }
     case OutcomeKind::kUpdated:
-      return Json(200, RenderProvider(o.provider,
-                                      o.request_kind == RequestKind::kRegister ? "updated" : ""));
+      return Json(
+          200, Render(ctx, o.provider, o.request_kind == RequestKind::kRegister ? "updated" : ""));
     case OutcomeKind::kIdChanged:
-      return Json(200, RenderProvider(o.provider));
+      return Json(200, Render(ctx, o.provider));
     case OutcomeKind::kDeleted:
       return HttpResponse{204, "", "", {}};
     case OutcomeKind::kRejected:
@@ -79,15 +91,16 @@ HttpResponse RenderOutcome(const ProviderOutcome& o) {
 // Sends `request` through the command bus and answers with its outcome.
 void SubmitAndRespond(const ApiContext& ctx, const ProviderRequest& request, Respond respond) {
   const CloudEvent event = EncodeProviderRequest(request, ctx.source, ctx.clock->NowMillis());
-  ctx.commands->Submit(event, [respond = std::move(respond)](Result<CloudEvent> outcome_event) {
-    if (!outcome_event) {
-      respond(ProblemFromError(outcome_event.error()));
-      return;
-    }
-    auto outcome = DecodeProviderOutcome(*outcome_event);
-    respond(outcome ? RenderOutcome(*outcome)
-                    : Problem(500, "unreadable outcome: " + outcome.error().message));
-  });
+  ctx.commands->Submit(
+      event, [ctx, respond = std::move(respond)](Result<CloudEvent> outcome_event) {
+        if (!outcome_event) {
+          respond(ProblemFromError(outcome_event.error()));
+          return;
+        }
+        auto outcome = DecodeProviderOutcome(*outcome_event);
+        respond(outcome ? RenderOutcome(ctx, *outcome)
+                        : Problem(500, "unreadable outcome: " + outcome.error().message));
+      });
 }
 
 // Validates a provider spec body for register/update; answers and records the rejection on
@@ -128,17 +141,36 @@ bool CheckId(const ApiContext& ctx, RequestKind kind, const std::string& id, con
 
 }  // namespace
 
-std::string RenderProvider(const Provider& p, const std::string& status) {
+std::string RenderProvider(const Provider& p, const HealthRecord* health,
+                           const std::string& status) {
   JsonWriter w;
   w.BeginObject();
   w.Field("id", p.id);
   WriteProviderSpecFields(w, p.spec);
-  w.Field("health_status", RegistryView::kInitialHealthStatus);
+  const HealthStatus health_status = EffectiveHealthStatus(health, p.seq);
+  // Counters belong to the registration they were counted for; a newer one starts from zero.
+  const bool current = health && health->registration_seq >= p.seq;
+  w.Field("health_status", HealthStatusName(health_status));
   w.Key("health");
   w.BeginObject();
-  w.Field("status", RegistryView::kInitialHealthStatus);
-  w.Field("consecutive_failures", 0);
-  w.Field("consecutive_successes", 0);
+  w.Field("status", HealthStatusName(health_status));
+  w.Field("consecutive_failures", current ? health->consecutive_failures : 0);
+  w.Field("consecutive_successes", current ? health->consecutive_successes : 0);
+  if (health && health->last_probe_time_ms > 0) {
+    w.Field("last_probe_time", FormatRfc3339Millis(health->last_probe_time_ms));
+    w.Field("last_probe_result", health->last_result);
+    if (health->last_http_status != 0) w.Field("last_http_status", health->last_http_status);
+    w.Key("latency_ms");
+    w.Double(static_cast<double>(health->last_latency_us) / 1000.0);
+  }
+  if (health && health->last_transition_time_ms > 0) {
+    w.Field("last_transition_time", FormatRfc3339Millis(health->last_transition_time_ms));
+    w.Field("last_transition_reason", health->last_transition_reason);
+  }
+  if (health && !health->last_error.empty()) {
+    w.Field("last_error", health->last_error);
+    w.Field("last_error_time", FormatRfc3339Millis(health->last_error_time_ms));
+  }
   w.EndObject();
   if (!status.empty()) w.Field("status", status);
   w.Field("create_time", p.create_time);
@@ -214,7 +246,7 @@ void GetProvider(const HttpRequest&, const std::string& id, const ApiContext& ct
   auto provider = ctx.registry->Get(id);
   if (!provider) return respond(ProblemFromError(provider.error()));
   if (!*provider) return respond(Problem(404, "provider '" + id + "' not found"));
-  respond(Json(200, RenderProvider(**provider)));
+  respond(Json(200, Render(ctx, **provider)));
 }
 
 void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
@@ -231,15 +263,16 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
   }
   if (const auto* type = request.Query("type")) filter.service_type = *type;
   if (const auto* health = request.Query("health_status")) {
-    static const char* kStates[] = {"Pending", "Ready", "Unhealthy", "Unavailable"};
-    bool known = false;
-    for (const char* s : kStates) known |= strcasecmp(s, health->c_str()) == 0;
-    if (!known) {
+    const auto wanted = ParseHealthStatus(*health);
+    if (!wanted) {
       return respond(
           Problem(400, "health_status must be Pending, Ready, Unhealthy or Unavailable",
                   {{"health_status", "must be Pending, Ready, Unhealthy or Unavailable"}}));
     }
-    filter.health_status = *health;
+    filter.accept = [&ctx, wanted = *wanted](const Provider& p) {
+      const auto record = HealthOf(ctx, p.id);
+      return EffectiveHealthStatus(record ? &*record : nullptr, p.seq) == wanted;
+    };
   }
   const auto* token = request.Query("page_token");
   auto page = ctx.registry->List(filter, token ? *token : "", page_size);
@@ -248,7 +281,7 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
   w.BeginObject();
   w.Key("providers");
   w.BeginArray();
-  for (const auto& p : page->providers) w.Raw(RenderProvider(p));
+  for (const auto& p : page->providers) w.Raw(Render(ctx, p));
   w.EndArray();
   if (!page->next_page_token.empty()) w.Field("next_page_token", page->next_page_token);
   w.EndObject();

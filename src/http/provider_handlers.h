@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "events/command_bus.h"
+#include "projections/health_projection.h"
 #include "projections/registry_projection.h"
 #include "src/common/clock.h"
 #include "src/http/http_types.h"
@@ -18,6 +19,7 @@ inline constexpr char kApiAlias[] = "/api/v1";
 
 struct ApiContext {
   const RegistryView* registry = nullptr;
+  const HealthView* health = nullptr;  // null: every provider shows Pending
   CommandBus* commands = nullptr;
   const std::vector<std::string>* service_types = nullptr;
   const Clock* clock = nullptr;
@@ -36,7 +38,9 @@ void DeleteProvider(const HttpRequest& request, const std::string& id, const Api
                     Respond respond);
 void ListServiceTypes(const ApiContext& ctx, Respond respond);
 
-// The API representation of a provider (snake_case; `status` only on POST replies).
-std::string RenderProvider(const Provider& provider, const std::string& status = "");
+// The API representation of a provider (snake_case; `status` only on POST replies), joined with
+// its health record (null: never probed).
+std::string RenderProvider(const Provider& provider, const HealthRecord* health,
+                           const std::string& status = "");
 
 }  // namespace dcm::http

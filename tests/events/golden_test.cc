@@ -1,7 +1,8 @@
 // The golden CloudEvents in events/golden/ are the public contract of the provider topics
 // (SPEC §4): SPs produce registration requests shaped like them to dcm.provider-requests and read
-// outcomes shaped like them from dcm.providers. This test proves every file decodes with today's
-// decoders, re-encodes to exactly the same bytes (minified), and that every event type has one.
+// outcomes shaped like them from dcm.providers; health consumers read dcm.health. This test proves
+// every file decodes with today's decoders, re-encodes to exactly the same bytes (minified), and
+// that every event type has one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "events/cloud_event.h"
+#include "events/health_events.h"
 #include "events/json_read.h"
 #include "events/provider_events.h"
 #include "src/common/time_format.h"
@@ -82,6 +84,31 @@ CloudEvent ReEncode(const CloudEvent& event) {
     }
     return again;
   }
+  if (event.type == event_type::kHealthProbed) {
+    auto probe = DecodeHealthProbe(event);
+    EXPECT_TRUE(probe.has_value()) << probe.error().message;
+    if (!probe) return {};
+    EXPECT_EQ(probe->time_ms, *time_ms);
+    CloudEvent again = EncodeHealthProbe(*probe, event.source);
+    auto probe_again = DecodeHealthProbe(again);
+    EXPECT_TRUE(probe_again.has_value());
+    if (probe_again) {
+      EXPECT_EQ(*probe_again, *probe);
+    }
+    return again;
+  }
+  if (event.type == event_type::kHealthChanged) {
+    auto change = DecodeHealthChange(event);
+    EXPECT_TRUE(change.has_value()) << change.error().message;
+    if (!change) return {};
+    CloudEvent again = EncodeHealthChange(*change, event.source);
+    auto change_again = DecodeHealthChange(again);
+    EXPECT_TRUE(change_again.has_value());
+    if (change_again) {
+      EXPECT_EQ(*change_again, *change);
+    }
+    return again;
+  }
   auto outcome = DecodeProviderOutcome(event);
   EXPECT_TRUE(outcome.has_value()) << outcome.error().message;
   if (!outcome) return {};
@@ -101,7 +128,9 @@ TEST(GoldenTest, EveryGoldenDecodesAndReEncodesToTheSameBytes) {
     SCOPED_TRACE(golden.file);
     auto event = DecodeCloudEvent(golden.json);
     ASSERT_TRUE(event.has_value()) << event.error().message;
-    EXPECT_EQ(event->schema_version, kProviderEventSchemaVersion);
+    EXPECT_EQ(event->schema_version, event->type.starts_with("dcm.provider.health_")
+                                         ? kHealthEventSchemaVersion
+                                         : kProviderEventSchemaVersion);
     const CloudEvent again = ReEncode(*event);
     EXPECT_EQ(again, *event);
     EXPECT_EQ(EncodeCloudEvent(again), Minified(golden.json));
@@ -136,10 +165,11 @@ TEST(GoldenTest, EveryProviderEventTypeHasAGolden) {
     ASSERT_TRUE(event.has_value()) << golden.file;
     covered.insert(event->type);
   }
-  for (const char* type : {event_type::kRegistrationRequested, event_type::kUpdateRequested,
-                           event_type::kIdChangeRequested, event_type::kDeletionRequested,
-                           event_type::kRegistered, event_type::kUpdated, event_type::kIdChanged,
-                           event_type::kDeleted, event_type::kRejected}) {
+  for (const char* type :
+       {event_type::kRegistrationRequested, event_type::kUpdateRequested,
+        event_type::kIdChangeRequested, event_type::kDeletionRequested, event_type::kRegistered,
+        event_type::kUpdated, event_type::kIdChanged, event_type::kDeleted, event_type::kRejected,
+        event_type::kHealthProbed, event_type::kHealthChanged}) {
     EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
   }
 }

@@ -16,6 +16,7 @@
 
 #include "events/command_bus.h"
 #include "events/provider_events.h"
+#include "projections/health_projection.h"
 #include "projections/outcome_waiters.h"
 #include "projections/provider_decider.h"
 #include "projections/registry_projection.h"
@@ -165,6 +166,7 @@ class HandlersTest : public ::testing::Test {
     ASSERT_TRUE(store.has_value()) << store.error().message;
     store_ = std::move(*store);
     view_ = std::make_unique<RegistryView>(store_.get());
+    health_view_ = std::make_unique<HealthView>(store_.get());
     bus_ = std::make_unique<FakeCommandBus>(store_.get(), &service_types_, &clock_);
     requests_ = &metrics_.GetCounter("dcm_test_requests_total", "Requests seen by the test");
     requests_->Inc(7);
@@ -178,9 +180,9 @@ class HandlersTest : public ::testing::Test {
     ops.info.kafka_bootstrap_servers = "broker-1:9092,broker-2:9092";
     ops.info.topics = {"dcm.provider-requests", "dcm.providers"};
     ops.info.components = {"api", "registrar"};
-    router_ =
-        MakeRouter(ApiContext{view_.get(), bus_.get(), &service_types_, &clock_, "dcm/http/test"},
-                   std::move(ops));
+    router_ = MakeRouter(ApiContext{view_.get(), health_view_.get(), bus_.get(), &service_types_,
+                                    &clock_, "dcm/http/test"},
+                         std::move(ops));
   }
 
   HttpResponse Call(const std::string& method, const std::string& target,
@@ -223,6 +225,44 @@ class HandlersTest : public ::testing::Test {
            R"(.example.com/api","service_type":")" + type + R"("})";
   }
 
+  // Folds probes of provider `id` (for its current registration) into the health projection.
+  void Probe(const std::string& id, std::vector<ProbeFailure> failures, int64_t reg_offset = 0) {
+    auto provider = view_->Get(id);
+    ASSERT_TRUE(provider && *provider);
+    HealthProjection projection(store_.get(), nullptr);
+    StoreBatch batch;
+    for (auto failure : failures) {
+      HealthProbe p;
+      p.probe_id = "probe-" + std::to_string(++probe_seq_);
+      p.time_ms = clock_.NowMillis();
+      p.provider_id = id;
+      p.seq = probe_seq_;
+      p.registration_seq = (*provider)->seq + reg_offset;
+      p.failure = failure;
+      p.http_status = failure == ProbeFailure::kNone ? 200 : 0;
+      p.latency_us = 2500;
+      p.error = failure == ProbeFailure::kNone ? "" : "connection refused";
+      ASSERT_TRUE(projection.Apply(EncodeHealthProbe(p, "test"), EventPosition{}, batch));
+    }
+    ASSERT_TRUE(store_->Write(batch));
+  }
+
+  std::vector<std::string> IdsWithHealth(const std::string& status) {
+    auto r = Call("GET", "/api/v1alpha1/providers?health_status=" + status);
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<std::string> ids;
+    simdjson::dom::array providers;
+    auto body = Parse(r);
+    if (body.root["providers"].get(providers)) return ids;
+    for (auto p : providers) {
+      std::string_view id;
+      if (!p["id"].get(id)) ids.emplace_back(id);
+    }
+    return ids;
+  }
+
+  int64_t probe_seq_ = 0;
+
   // Registers `name` (optionally with ?id=) and returns the id (expects 201).
   std::string Register(const std::string& name, const std::string& id = "",
                        const std::string& type = "vm") {
@@ -240,6 +280,7 @@ class HandlersTest : public ::testing::Test {
   std::atomic<bool> registrar_ready_{true};
   std::unique_ptr<Store> store_;
   std::unique_ptr<RegistryView> view_;
+  std::unique_ptr<HealthView> health_view_;
   std::unique_ptr<FakeCommandBus> bus_;
   Handler router_;
 };
@@ -613,14 +654,56 @@ TEST_F(HandlersTest, ListFiltersByType) {
 }
 
 TEST_F(HandlersTest, ListFiltersByHealthStatus) {
-  Register("sp-a");
-  simdjson::dom::array providers;
-  auto pending = Parse(Call("GET", "/api/v1alpha1/providers?health_status=pending"));
-  ASSERT_FALSE(pending.root["providers"].get(providers));
-  EXPECT_EQ(providers.size(), 1u);
-  auto ready = Parse(Call("GET", "/api/v1alpha1/providers?health_status=Ready"));
-  ASSERT_FALSE(ready.root["providers"].get(providers));
-  EXPECT_EQ(providers.size(), 0u);
+  const std::string a = Register("sp-a", "a");
+  const std::string b = Register("sp-b", "b");
+  const std::string c = Register("sp-c", "c");
+  const std::string d = Register("sp-d", "d");
+  Probe(a, {ProbeFailure::kNone});
+  Probe(b, {ProbeFailure::kTimeout, ProbeFailure::kTimeout, ProbeFailure::kTimeout});
+  Probe(d, {ProbeFailure::kReportedUnhealthy});
+  EXPECT_EQ(IdsWithHealth("Ready"), std::vector<std::string>{"a"});
+  EXPECT_EQ(IdsWithHealth("unavailable"), std::vector<std::string>{"b"});
+  EXPECT_EQ(IdsWithHealth("Pending"), std::vector<std::string>{"c"});
+  EXPECT_EQ(IdsWithHealth("Unhealthy"), std::vector<std::string>{"d"});
+}
+
+TEST_F(HandlersTest, ProviderShowsItsHealthDetail) {
+  const std::string id = Register("sp-a");
+  Probe(id, {ProbeFailure::kNone, ProbeFailure::kConnect, ProbeFailure::kConnect});
+  auto r = Call("GET", "/api/v1alpha1/providers/" + id);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("health_status"), "Ready");
+  simdjson::dom::object health;
+  ASSERT_FALSE(body.root["health"].get(health));
+  std::string_view text;
+  int64_t n = 0;
+  ASSERT_FALSE(health["status"].get(text));
+  EXPECT_EQ(text, "Ready");
+  ASSERT_FALSE(health["consecutive_failures"].get(n));
+  EXPECT_EQ(n, 2);
+  ASSERT_FALSE(health["consecutive_successes"].get(n));
+  EXPECT_EQ(n, 0);
+  ASSERT_FALSE(health["last_probe_time"].get(text));
+  EXPECT_EQ(text, "2026-01-01T00:00:00.000Z");
+  ASSERT_FALSE(health["last_probe_result"].get(text));
+  EXPECT_EQ(text, "connect");
+  ASSERT_FALSE(health["last_error"].get(text));
+  EXPECT_EQ(text, "connection refused");
+  ASSERT_FALSE(health["last_transition_reason"].get(text));
+  EXPECT_EQ(text, "healthy probe");
+  ASSERT_FALSE(health["last_transition_time"].get(text));
+  double latency = 0;
+  ASSERT_FALSE(health["latency_ms"].get(latency));
+  EXPECT_DOUBLE_EQ(latency, 2.5);
+}
+
+TEST_F(HandlersTest, AProviderRegisteredAgainIsPendingUntilItsNextProbe) {
+  const std::string id = Register("sp-a");
+  Probe(id, {ProbeFailure::kNone}, /*reg_offset=*/-1);  // a probe of the previous registration
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/providers/" + id)).Str("health_status"), "Pending");
+  Probe(id, {ProbeFailure::kNone});
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/providers/" + id)).Str("health_status"), "Ready");
 }
 
 TEST_F(HandlersTest, ListUnknownHealthStatusReturns400) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -294,9 +295,9 @@ ProviderFilter ByType(const std::string& type) {
   return f;
 }
 
-ProviderFilter ByHealth(const std::string& status) {
+ProviderFilter Accepting(std::function<bool(const Provider&)> accept) {
   ProviderFilter f;
-  f.health_status = status;
+  f.accept = std::move(accept);
   return f;
 }
 
@@ -383,10 +384,26 @@ TEST_F(RegistryViewListTest, FiltersByServiceTypeAcrossPages) {
   EXPECT_TRUE(registry_.Ids(ByType("storage")).empty());
 }
 
-TEST_F(RegistryViewListTest, FiltersByInitialHealthStatusCaseInsensitively) {
-  EXPECT_EQ(registry_.Ids(ByHealth("pending")).size(), 7u);
-  EXPECT_EQ(registry_.Ids(ByHealth("Pending")).size(), 7u);
-  EXPECT_TRUE(registry_.Ids(ByHealth("Ready")).empty());
+TEST_F(RegistryViewListTest, FiltersByTheCallersPredicate) {
+  EXPECT_EQ(registry_.Ids(Accepting([](const Provider& p) { return p.seq > 5; })),
+            (std::vector<std::string>{"id-6", "id-7"}));
+  EXPECT_TRUE(registry_.Ids(Accepting([](const Provider&) { return false; })).empty());
+}
+
+TEST(RegistryProjectionTest, ListenerHearsEffectiveChangesAfterCommit) {
+  Registry r("/mem/listener");
+  std::vector<ProviderChange> heard;
+  r.projection_.SetChangeListener([&](const std::vector<ProviderChange>& changes) {
+    heard.insert(heard.end(), changes.begin(), changes.end());
+  });
+  ASSERT_TRUE(r.Apply({Registered("id-1", "sp-1", 1, "vm")}));
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].id, "id-1");
+  ASSERT_TRUE(heard[0].provider.has_value());
+  EXPECT_EQ(heard[0].provider->seq, 1);
+  // A duplicate changes nothing, so nobody hears it.
+  ASSERT_TRUE(r.Apply({Registered("id-1", "sp-1", 1, "vm")}));
+  EXPECT_EQ(heard.size(), 1u);
 }
 
 }  // namespace

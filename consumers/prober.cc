@@ -1,0 +1,341 @@
+#include "consumers/prober.h"
+
+#include <algorithm>
+
+#include "src/common/log.h"
+#include "src/common/uuid.h"
+
+namespace dcm {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr ProbeFailure kFailures[] = {ProbeFailure::kNone,    ProbeFailure::kTimeout,
+                                      ProbeFailure::kConnect, ProbeFailure::kDns,
+                                      ProbeFailure::kTls,     ProbeFailure::kHttpStatus,
+                                      ProbeFailure::kBadBody, ProbeFailure::kReportedUnhealthy};
+
+ScheduleOptions ScheduleOptionsOf(const HealthCheckConfig& h) {
+  ScheduleOptions s;
+  s.interval = h.interval;
+  s.base_backoff = h.base_backoff;
+  s.max_backoff = h.max_backoff;
+  s.failure_threshold = h.max_consecutive_failures;
+  s.success_threshold = h.success_threshold;
+  s.max_in_flight = static_cast<size_t>(h.max_in_flight);
+  return s;
+}
+
+}  // namespace
+
+Prober::Prober(ProberOptions options, const Store* store, const RegistryView* registry,
+               const HealthView* health, HealthChecker* checker, Producer* producer,
+               Metrics* metrics, const Clock* clock)
+    : options_(std::move(options)),
+      store_(store),
+      registry_(registry),
+      health_(health),
+      checker_(checker),
+      producer_(producer),
+      metrics_(metrics),
+      clock_(clock),
+      scheduler_(ScheduleOptionsOf(options_.health), std::random_device{}()) {
+  for (size_t i = 0; i < std::size(kFailures); ++i) {
+    const auto name = ProbeFailureName(kFailures[i]);
+    probes_by_result_[i] = &metrics_->GetCounter(
+        "dcm_probes_total", "Health probes by result (healthy or the failure class)",
+        "result=\"" + std::string(name.empty() ? "healthy" : name) + "\"");
+  }
+  latency_ = &metrics_->GetHistogram("dcm_probe_latency_seconds", "Health probe latency");
+  lag_ = &metrics_->GetHistogram("dcm_probe_scheduler_lag_seconds",
+                                 "How late probes start after their due time");
+  in_flight_ = &metrics_->GetGauge("dcm_probes_in_flight", "Health probes awaiting an answer");
+  owned_gauge_ = &metrics_->GetGauge("dcm_prober_providers", "Providers this instance probes");
+  partitions_gauge_ =
+      &metrics_->GetGauge("dcm_prober_partitions", "dcm.health partitions this instance owns");
+  changes_ = &metrics_->GetCounter("dcm_health_changes_total", "Provider health state changes");
+  emit_failures_ = &metrics_->GetCounter("dcm_health_events_failed_total",
+                                         "Health events the broker did not acknowledge");
+}
+
+Prober::~Prober() { Stop(); }
+
+std::string Prober::HealthUrl(const std::string& endpoint) {
+  std::string url = endpoint;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url + "/health";
+}
+
+Status Prober::Start() {
+  ASSIGN_OR_RETURN(partitions_,
+                   TopicPartitionCount(producer_->handle(), options_.health_topic, 10000));
+  if (partitions_ == 0) {
+    return MakeError(ErrorCode::kUnavailable, "topic " + options_.health_topic + " is missing");
+  }
+  ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, options_.group_id));
+  Consumer::Rebalance rebalance;
+  rebalance.on_assign = [this](const std::string&, const std::vector<int32_t>& partitions) {
+    // Runs inside ConsumeBatch on the group thread; the slow part (catching up) runs after it.
+    pending_assign_ = partitions;
+    return std::map<int32_t, int64_t>();
+  };
+  rebalance.on_revoke = [this] { OnRevoked(); };
+  rebalance.pause_assigned = true;
+  RETURN_IF_ERROR(consumer_->Subscribe(options_.health_topic, std::move(rebalance)));
+  if (options_.health.insecure_skip_verify) {
+    Logger("prober")->warn(
+        "msg=\"TLS verification of provider health endpoints is OFF "
+        "(HEALTH_CHECK_INSECURE_SKIP_VERIFY)\"");
+  }
+  running_ = true;
+  group_thread_ = std::thread([this] { GroupLoop(); });
+  scheduler_thread_ = std::thread([this] { SchedulerLoop(); });
+  return OkStatus();
+}
+
+void Prober::Stop() {
+  if (!running_.exchange(false)) return;
+  wake_.notify_all();
+  if (scheduler_thread_.joinable()) scheduler_thread_.join();
+  if (group_thread_.joinable()) group_thread_.join();
+  if (consumer_) consumer_->Close();  // leave the group so the survivors take over at once
+}
+
+void Prober::GroupLoop() {
+  auto logger = Logger("prober");
+  auto last_reconcile = std::chrono::steady_clock::now();
+  while (running_) {
+    auto messages = consumer_->ConsumeBatch(64, 200);
+    if (!messages) {
+      logger->warn("msg=\"prober group poll failed\" error=\"{}\"", messages.error().message);
+    }
+    if (!pending_assign_.empty()) {
+      auto partitions = std::move(pending_assign_);
+      pending_assign_.clear();
+      OnAssigned(partitions);
+      last_reconcile = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last_reconcile > options_.reconcile_interval) {
+      std::set<int32_t> owned;
+      {
+        std::lock_guard lock(mu_);
+        owned = owned_;
+      }
+      if (!owned.empty()) Reconcile(owned);
+      last_reconcile = std::chrono::steady_clock::now();
+    }
+  }
+}
+
+void Prober::OnAssigned(const std::vector<int32_t>& partitions) {
+  auto logger = Logger("prober");
+  {
+    std::lock_guard lock(mu_);
+    owned_.insert(partitions.begin(), partitions.end());
+    partitions_gauge_->Set(static_cast<int64_t>(owned_.size()));
+  }
+  // What the previous owner produced must be in the local projection before its records seed
+  // ours; it flushed before giving the partitions up (OnRevoked), so the high watermark now
+  // covers everything it wrote.
+  const auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
+  for (int32_t p : partitions) {
+    auto marks = consumer_->QueryWatermarks(options_.health_topic, p, 5000);
+    if (!marks) {
+      logger->warn("msg=\"no watermark; probing from the local state\" partition={} error=\"{}\"",
+                   p, marks.error().message);
+      continue;
+    }
+    while (running_ && std::chrono::steady_clock::now() < deadline) {
+      auto offsets = store_->LoadOffsets(HealthProjection::kName, options_.health_topic);
+      if (offsets && (*offsets)[p] >= marks->second) break;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+  if (std::chrono::steady_clock::now() >= deadline) {
+    logger->warn("msg=\"health projection not caught up; probing from the local state\"");
+  }
+  Reconcile(std::set<int32_t>(partitions.begin(), partitions.end()));
+  logger->info("msg=\"prober partitions assigned\" partitions={} providers={}", partitions.size(),
+               OwnedProviders());
+}
+
+void Prober::OnRevoked() {
+  {
+    std::lock_guard lock(mu_);
+    owned_.clear();
+    scheduler_.Clear();
+    owned_gauge_->Set(0);
+    partitions_gauge_->Set(0);
+  }
+  // Every health event this instance produced must be in Kafka before the next owner reads the
+  // high watermark (Emit enqueues under mu_, so nothing is enqueued after the Clear above).
+  if (auto flushed = producer_->Flush(10000); !flushed) {
+    Logger("prober")->warn("msg=\"flush on revoke incomplete\" error=\"{}\"",
+                           flushed.error().message);
+  }
+  Logger("prober")->info("msg=\"prober partitions revoked\"");
+}
+
+void Prober::Reconcile(const std::set<int32_t>& partitions) {
+  ProviderFilter filter;
+  filter.accept = [&](const Provider& p) {
+    return partitions.count(KeyPartition(p.id, partitions_)) > 0;
+  };
+  auto page = registry_->List(filter, "", SIZE_MAX);
+  if (!page) {
+    Logger("prober")->warn("msg=\"cannot read the registry\" error=\"{}\"", page.error().message);
+    return;
+  }
+  std::set<std::string> known;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& id : scheduler_.Ids()) known.insert(std::move(id));
+  }
+  std::vector<std::optional<HealthRecord>> records(page->providers.size());
+  for (size_t i = 0; i < page->providers.size(); ++i) {
+    if (known.count(page->providers[i].id)) continue;
+    auto record = health_->Get(page->providers[i].id);
+    if (record) records[i] = std::move(*record);
+  }
+  std::vector<std::string> forget;
+  {
+    std::lock_guard lock(mu_);
+    const auto now = clock_->Now();
+    std::set<std::string> present;
+    for (size_t i = 0; i < page->providers.size(); ++i) {
+      const Provider& p = page->providers[i];
+      if (!partitions.count(KeyPartition(p.id, partitions_)) ||
+          !owned_.count(KeyPartition(p.id, partitions_))) {
+        continue;
+      }
+      present.insert(p.id);
+      if (scheduler_.Upsert({p.id, HealthUrl(p.spec.endpoint), p.seq}, records[i], now, false)) {
+        forget.push_back(p.id);
+      }
+    }
+    for (const auto& id : scheduler_.Ids()) {
+      if (partitions.count(KeyPartition(id, partitions_)) && !present.count(id)) {
+        scheduler_.Remove(id);
+        forget.push_back(id);
+      }
+    }
+    owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
+  }
+  for (const auto& id : forget) checker_->Forget(id);
+  wake_.notify_one();
+}
+
+bool Prober::Owns(const std::string& id) const {
+  return owned_.count(KeyPartition(id, partitions_)) > 0;
+}
+
+void Prober::OnProvidersChanged(const std::vector<ProviderChange>& changes) {
+  if (!running_) return;
+  for (const auto& change : changes) {
+    {
+      std::lock_guard lock(mu_);
+      if (!Owns(change.id)) continue;
+      if (!change.provider) {
+        scheduler_.Remove(change.id);
+        owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
+      }
+    }
+    if (!change.provider) {
+      checker_->Forget(change.id);
+      continue;
+    }
+    std::optional<HealthRecord> record;
+    if (auto stored = health_->Get(change.id); stored) record = std::move(*stored);
+    bool url_changed = false;
+    {
+      std::lock_guard lock(mu_);
+      if (!Owns(change.id)) continue;  // revoked meanwhile
+      const Provider& p = *change.provider;
+      url_changed =
+          scheduler_.Upsert({p.id, HealthUrl(p.spec.endpoint), p.seq}, record, clock_->Now(), true);
+      owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
+    }
+    if (url_changed) checker_->Forget(change.id);
+  }
+  wake_.notify_one();
+}
+
+void Prober::SchedulerLoop() {
+  std::vector<std::chrono::microseconds> lags;
+  std::unique_lock lock(mu_);
+  while (running_) {
+    const auto now = clock_->Now();
+    lags.clear();
+    auto tasks = scheduler_.TakeDue(now, &lags);
+    in_flight_->Set(static_cast<int64_t>(scheduler_.in_flight()));
+    if (!tasks.empty()) {
+      lock.unlock();
+      for (auto lag : lags) lag_->Observe(static_cast<double>(lag.count()) / 1e6);
+      for (const auto& task : tasks) Launch(task);
+      lock.lock();
+      continue;
+    }
+    // Sleep until the next due probe; completions, changes and assignments wake us earlier.
+    milliseconds wait(1000);
+    if (auto next = scheduler_.NextDue();
+        next && scheduler_.in_flight() < static_cast<size_t>(options_.health.max_in_flight)) {
+      wait = std::clamp(std::chrono::duration_cast<milliseconds>(*next - now), milliseconds(0),
+                        milliseconds(1000));
+    }
+    if (wait.count() > 0) wake_.wait_for(lock, wait);
+  }
+}
+
+void Prober::Launch(const ProbeTask& task) {
+  checker_->Check(ProbeRequest{task.id, task.url, options_.health.timeout},
+                  [this, task](ProbeResponse response) { Finish(task, std::move(response)); });
+}
+
+void Prober::Finish(const ProbeTask& task, ProbeResponse response) {
+  if (!running_) return;
+  {
+    std::lock_guard lock(mu_);
+    auto done = scheduler_.Complete(task, std::move(response), clock_->Now(), NewUuidV4());
+    if (done) {
+      const HealthProbe& probe = done->probe;
+      for (size_t i = 0; i < std::size(kFailures); ++i) {
+        if (kFailures[i] == probe.failure) probes_by_result_[i]->Inc();
+      }
+      latency_->Observe(static_cast<double>(probe.latency_us) / 1e6);
+      // Enqueued under mu_: OnRevoked's flush then covers everything this owner produced.
+      Emit(EncodeHealthProbe(probe, options_.source));
+      if (done->change) {
+        const HealthChange& c = *done->change;
+        changes_->Inc();
+        Logger("prober")->info("msg=\"provider health changed\" id={} from={} to={} reason=\"{}\"",
+                               c.provider_id, HealthStatusName(c.from), HealthStatusName(c.to),
+                               c.reason);
+        Emit(EncodeHealthChange(c, options_.source));
+      }
+    }
+  }
+  wake_.notify_one();
+}
+
+void Prober::Emit(const CloudEvent& event) {
+  producer_->Produce(
+      options_.health_topic, event.subject, EncodeCloudEvent(event), {},
+      [this](Result<KafkaPosition> delivered) {
+        if (delivered) return;
+        emit_failures_->Inc();
+        Logger("prober")->warn("msg=\"health event not delivered\" error=\"{}\"",
+                               delivered.error().message);
+      },
+      KeyPartition(event.subject, partitions_));
+}
+
+size_t Prober::OwnedProviders() const {
+  std::lock_guard lock(mu_);
+  return scheduler_.size();
+}
+
+std::vector<int32_t> Prober::OwnedPartitions() const {
+  std::lock_guard lock(mu_);
+  return {owned_.begin(), owned_.end()};
+}
+
+}  // namespace dcm

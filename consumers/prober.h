@@ -1,0 +1,115 @@
+// Prober: active health probing of the providers this instance owns (SPEC §3.2).
+//
+//   consumer group <prefix>prober on dcm.health (membership only; partitions paused)
+//     assign P ─▶ wait until the local health projection has applied P up to its high
+//                 watermark ─▶ load P's providers (registry) and records (health) ─▶ schedule
+//     revoke   ─▶ forget them; flush what was produced, so the next owner reads it
+//   scheduler thread: due tasks (ProbeScheduler) ─▶ HealthChecker (async HTTP)
+//   checker thread:   response ─▶ fold ─▶ produce health_probed (+ health_changed) to P
+//   registry runner:  provider registered/updated/deleted ─▶ Upsert/Remove (probe at once)
+//
+// A provider belongs to partition KeyPartition(id, partitions of dcm.health), the partition its
+// health events are produced to, so the group's assignment splits providers across instances:
+// each is probed by exactly one live instance, and a dead instance's share moves to the
+// survivors after the group session timeout. The prober's in-memory records are the same fold
+// as the projection (health_state.h), seeded from the projection on assignment.
+//
+// Thread-safety: Start/Stop from one thread; OnProvidersChanged from the registry runner; the
+// getters from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "consumers/kafka.h"
+#include "consumers/probe_scheduler.h"
+#include "projections/health_projection.h"
+#include "projections/registry_projection.h"
+#include "src/common/clock.h"
+#include "src/common/config.h"
+#include "src/common/health_check.h"
+#include "src/common/metrics.h"
+
+namespace dcm {
+
+struct ProberOptions {
+  std::string health_topic;
+  std::string group_id;
+  std::string source = "dcm/prober";  // `source` of the health events
+  HealthCheckConfig health;
+  KafkaOptions kafka;
+  // How long an assignment waits for the local health projection to catch up before probing
+  // with what it has (a stale record only delays a state change by a probe or two).
+  std::chrono::milliseconds catch_up_timeout{30000};
+  // Full re-read of the owned providers from the registry, healing any missed change.
+  std::chrono::milliseconds reconcile_interval{30000};
+};
+
+class Prober {
+ public:
+  Prober(ProberOptions options, const Store* store, const RegistryView* registry,
+         const HealthView* health, HealthChecker* checker, Producer* producer, Metrics* metrics,
+         const Clock* clock);
+  ~Prober();
+
+  Status Start();
+  void Stop();
+
+  // From the registry's change listener (after the change is durable locally).
+  void OnProvidersChanged(const std::vector<ProviderChange>& changes);
+
+  bool Healthy() const { return healthy_.load(); }
+  size_t OwnedProviders() const;
+  std::vector<int32_t> OwnedPartitions() const;
+
+ private:
+  void GroupLoop();
+  void SchedulerLoop();
+  void OnAssigned(const std::vector<int32_t>& partitions);
+  void OnRevoked();
+  void Reconcile(const std::set<int32_t>& partitions);
+  void Launch(const ProbeTask& task);
+  void Finish(const ProbeTask& task, ProbeResponse response);
+  void Emit(const CloudEvent& event);
+  bool Owns(const std::string& id) const;  // mu_ held
+  static std::string HealthUrl(const std::string& endpoint);
+
+  ProberOptions options_;
+  const Store* store_;
+  const RegistryView* registry_;
+  const HealthView* health_;
+  HealthChecker* checker_;
+  Producer* producer_;
+  Metrics* metrics_;
+  const Clock* clock_;
+  int32_t partitions_ = 0;  // of the health topic, from Start
+
+  std::unique_ptr<Consumer> consumer_;
+  std::thread group_thread_;
+  std::thread scheduler_thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> healthy_{true};
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::set<int32_t> owned_;  // partitions
+  ProbeScheduler scheduler_;
+  std::vector<int32_t> pending_assign_;  // group thread only
+
+  Counter* probes_by_result_[8] = {};
+  Histogram* latency_ = nullptr;
+  Histogram* lag_ = nullptr;
+  Gauge* in_flight_ = nullptr;
+  Gauge* owned_gauge_ = nullptr;
+  Gauge* partitions_gauge_ = nullptr;
+  Counter* changes_ = nullptr;
+  Counter* emit_failures_ = nullptr;
+};
+
+}  // namespace dcm

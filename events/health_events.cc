@@ -1,0 +1,252 @@
+#include "events/health_events.h"
+
+#include <strings.h>
+
+#include <cmath>
+
+#include "events/json_read.h"
+#include "src/common/json_writer.h"
+#include "src/common/time_format.h"
+#include "src/common/uuid.h"
+
+namespace dcm {
+namespace {
+
+constexpr HealthStatus kStatuses[] = {HealthStatus::kPending, HealthStatus::kReady,
+                                      HealthStatus::kUnhealthy, HealthStatus::kUnavailable};
+
+Result<simdjson::dom::object> ParseData(const CloudEvent& event, const char* type) {
+  if (event.type != type) {
+    return MakeError(ErrorCode::kCorruption, std::string("not a ") + type + ": " + event.type);
+  }
+  if (event.schema_version > kHealthEventSchemaVersion) {
+    return MakeError(ErrorCode::kCorruption,
+                     "schemaversion " + std::to_string(event.schema_version) + " of " + event.type +
+                         " is newer than this build understands");
+  }
+  auto parsed = ParseJson(event.data);
+  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
+  simdjson::dom::object data;
+  if (parsed->get(data)) return MakeError(ErrorCode::kCorruption, "data is not an object");
+  return data;
+}
+
+Result<std::string> RequiredString(simdjson::dom::object data, std::string_view key) {
+  std::string_view text;
+  auto value = Member(data, key);
+  if (!value || value->get(text) || text.empty()) {
+    return MakeError(ErrorCode::kCorruption, std::string(key) + " must be a non-empty string");
+  }
+  return std::string(text);
+}
+
+std::string OptionalString(simdjson::dom::object data, std::string_view key) {
+  std::string_view text;
+  auto value = Member(data, key);
+  if (value && !value->get(text)) return std::string(text);
+  return "";
+}
+
+Result<int64_t> RequiredInt(simdjson::dom::object data, std::string_view key) {
+  int64_t v = 0;
+  auto value = Member(data, key);
+  if (!value || value->get(v)) {
+    return MakeError(ErrorCode::kCorruption, std::string(key) + " must be an integer");
+  }
+  return v;
+}
+
+Result<int64_t> EventTime(const CloudEvent& event) {
+  auto millis = ParseRfc3339(event.time);
+  if (!millis) return MakeError(ErrorCode::kCorruption, "unreadable time '" + event.time + "'");
+  return *millis;
+}
+
+CloudEvent Envelope(const char* type, std::string id, const std::string& source,
+                    const std::string& subject, int64_t time_ms) {
+  CloudEvent e;
+  e.id = id.empty() ? NewUuidV4() : std::move(id);
+  e.source = source;
+  e.type = type;
+  e.subject = subject;
+  e.time = FormatRfc3339Millis(time_ms);
+  e.schema_version = kHealthEventSchemaVersion;
+  return e;
+}
+
+}  // namespace
+
+const char* HealthStatusName(HealthStatus status) {
+  switch (status) {
+    case HealthStatus::kPending:
+      return "Pending";
+    case HealthStatus::kReady:
+      return "Ready";
+    case HealthStatus::kUnhealthy:
+      return "Unhealthy";
+    case HealthStatus::kUnavailable:
+      return "Unavailable";
+  }
+  return "";
+}
+
+std::optional<HealthStatus> ParseHealthStatus(std::string_view name) {
+  for (auto status : kStatuses) {
+    const char* spelled = HealthStatusName(status);
+    if (name.size() == strlen(spelled) && strncasecmp(name.data(), spelled, name.size()) == 0) {
+      return status;
+    }
+  }
+  return std::nullopt;
+}
+
+CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source) {
+  CloudEvent e = Envelope(event_type::kHealthProbed, p.probe_id, source, p.provider_id, p.time_ms);
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("provider_id", p.provider_id);
+  w.Field("seq", p.seq);
+  w.Field("registration_seq", p.registration_seq);
+  w.Field("url", p.url);
+  w.Key("failure_class");
+  if (p.failure == ProbeFailure::kNone) {
+    w.Null();
+  } else {
+    w.String(ProbeFailureName(p.failure));
+  }
+  w.Key("http_status");
+  if (p.http_status == 0) {
+    w.Null();
+  } else {
+    w.Int(p.http_status);
+  }
+  w.Key("latency_ms");
+  w.Double(static_cast<double>(p.latency_us) / 1000.0);
+  if (!p.error.empty()) w.Field("error", p.error);
+  w.Field("failure_threshold", p.failure_threshold);
+  w.Field("success_threshold", p.success_threshold);
+  w.EndObject();
+  e.data = w.Take();
+  return e;
+}
+
+Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
+  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthProbed));
+  HealthProbe p;
+  p.probe_id = event.id;
+  ASSIGN_OR_RETURN(p.time_ms, EventTime(event));
+  ASSIGN_OR_RETURN(p.provider_id, RequiredString(data, "provider_id"));
+  ASSIGN_OR_RETURN(p.seq, RequiredInt(data, "seq"));
+  ASSIGN_OR_RETURN(p.registration_seq, RequiredInt(data, "registration_seq"));
+  p.url = OptionalString(data, "url");
+  if (auto value = Member(data, "failure_class"); value && !value->is_null()) {
+    std::string_view name;
+    std::optional<ProbeFailure> failure;
+    if (!value->get(name)) failure = ParseProbeFailure(name);
+    if (!failure || *failure == ProbeFailure::kNone) {
+      return MakeError(ErrorCode::kCorruption, "unknown failure_class");
+    }
+    p.failure = *failure;
+  }
+  if (auto value = Member(data, "http_status"); value && !value->is_null()) {
+    int64_t status = 0;
+    if (value->get(status) || status < 100 || status > 999) {
+      return MakeError(ErrorCode::kCorruption, "http_status must be an HTTP status or null");
+    }
+    p.http_status = static_cast<int>(status);
+  }
+  if (auto value = Member(data, "latency_ms")) {
+    double ms = 0;
+    if (value->get(ms) || !(ms >= 0) || ms > 1e9) {
+      return MakeError(ErrorCode::kCorruption, "latency_ms must be a non-negative number");
+    }
+    p.latency_us = std::llround(ms * 1000.0);
+  }
+  p.error = OptionalString(data, "error");
+  ASSIGN_OR_RETURN(int64_t failures, RequiredInt(data, "failure_threshold"));
+  ASSIGN_OR_RETURN(int64_t successes, RequiredInt(data, "success_threshold"));
+  if (failures < 1 || failures > 1000 || successes < 1 || successes > 1000) {
+    return MakeError(ErrorCode::kCorruption, "thresholds must be 1..1000");
+  }
+  p.failure_threshold = static_cast<int>(failures);
+  p.success_threshold = static_cast<int>(successes);
+  return p;
+}
+
+CloudEvent EncodeHealthChange(const HealthChange& c, const std::string& source) {
+  // Derived from the last probe's id, so a re-emitted change is recognisably the same event.
+  CloudEvent e =
+      Envelope(event_type::kHealthChanged,
+               DeterministicUuid("health_changed:" + c.provider_id + ":" + std::to_string(c.seq)),
+               source, c.provider_id, c.time_ms);
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("provider_id", c.provider_id);
+  w.Field("from", HealthStatusName(c.from));
+  w.Field("to", HealthStatusName(c.to));
+  w.Field("reason", c.reason);
+  w.Field("seq", c.seq);
+  w.Key("probe_ids");
+  w.BeginArray();
+  for (const auto& id : c.probe_ids) w.String(id);
+  w.EndArray();
+  w.EndObject();
+  e.data = w.Take();
+  return e;
+}
+
+Result<HealthChange> DecodeHealthChange(const CloudEvent& event) {
+  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthChanged));
+  HealthChange c;
+  ASSIGN_OR_RETURN(c.time_ms, EventTime(event));
+  ASSIGN_OR_RETURN(c.provider_id, RequiredString(data, "provider_id"));
+  auto from = ParseHealthStatus(OptionalString(data, "from"));
+  auto to = ParseHealthStatus(OptionalString(data, "to"));
+  if (!from || !to) return MakeError(ErrorCode::kCorruption, "from/to must be health statuses");
+  c.from = *from;
+  c.to = *to;
+  c.reason = OptionalString(data, "reason");
+  ASSIGN_OR_RETURN(c.seq, RequiredInt(data, "seq"));
+  if (auto ids = Member(data, "probe_ids"); ids && ids->is_array()) {
+    for (auto item : simdjson::dom::array(*ids)) {
+      std::string_view id;
+      if (!item.get(id)) c.probe_ids.emplace_back(id);
+    }
+  }
+  return c;
+}
+
+ProbeResponse ClassifyHealthResponse(ProbeResponse r) {
+  if (r.failure != ProbeFailure::kNone) return r;
+  if (r.http_status != 200) {
+    r.failure = ProbeFailure::kHttpStatus;
+    r.error = "HTTP " + std::to_string(r.http_status);
+    return r;
+  }
+  std::string_view status;
+  auto parsed = ParseJson(r.body);
+  simdjson::dom::object object;
+  if (!parsed || parsed->get(object)) {
+    r.failure = ProbeFailure::kBadBody;
+    r.error = "body is not a JSON object";
+    return r;
+  }
+  auto value = Member(object, "status");
+  if (!value || value->get(status)) {
+    r.failure = ProbeFailure::kBadBody;
+    r.error = "body has no string status";
+    return r;
+  }
+  if (status.size() == 7 && strncasecmp(status.data(), "healthy", 7) == 0) return r;
+  if (status.size() == 9 && strncasecmp(status.data(), "unhealthy", 9) == 0) {
+    r.failure = ProbeFailure::kReportedUnhealthy;
+    r.error = "provider reported unhealthy";
+    return r;
+  }
+  r.failure = ProbeFailure::kBadBody;
+  // Bounded: the status string comes from a remote body.
+  r.error = "status is '" + std::string(status.substr(0, 64)) + "', not healthy or unhealthy";
+  return r;
+}
+
+}  // namespace dcm

@@ -1,0 +1,90 @@
+// Health events (SPEC §3.2) on dcm.health, keyed by provider id:
+//
+//   prober ──health_probed──▶ dcm.health ──▶ HealthProjection (projections/health_projection.h)
+//          ──health_changed─▶   (same key, so one provider's events stay in order)
+//
+// `health_probed` is the fact every state is folded from: one per probe, with the failure class,
+// HTTP status and latency, and the thresholds in effect, so the state machine
+// (projections/health_state.h) is a pure fold of these events and replays identically even if
+// an operator later changes the thresholds. `health_changed` records each state change and
+// names the probe events that caused it; it is for auditors and alerting, and the projection
+// does not need it to compute states.
+// Catalogue with examples: docs/events.md; golden files: events/golden/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "events/cloud_event.h"
+#include "src/common/health_check.h"
+#include "src/common/result.h"
+
+namespace dcm {
+
+namespace event_type {
+inline constexpr char kHealthProbed[] = "dcm.provider.health_probed";
+inline constexpr char kHealthChanged[] = "dcm.provider.health_changed";
+}  // namespace event_type
+
+// The newest `schemaversion` of each health event's data. Decoders accept 1..current.
+inline constexpr int kHealthEventSchemaVersion = 1;
+
+enum class HealthStatus { kPending, kReady, kUnhealthy, kUnavailable };
+// "Pending", "Ready", "Unhealthy", "Unavailable" (SPEC §3.2 spelling).
+const char* HealthStatusName(HealthStatus status);
+// Case-insensitive.
+std::optional<HealthStatus> ParseHealthStatus(std::string_view name);
+
+// Data of dcm.provider.health_probed.
+struct HealthProbe {
+  std::string probe_id;  // the event id (not repeated in data)
+  int64_t time_ms = 0;   // the event time: when the probe completed
+  std::string provider_id;
+  // Per-provider probe sequence, +1 per probe, continued by whichever instance probes the
+  // provider next. The fold ignores a probe whose seq it has passed (a duplicated batch).
+  int64_t seq = 0;
+  // The registry's decision seq (provider.seq) of the registration this probe checked. A probe
+  // with a newer registration_seq than the state holds resets the counters first: it is the
+  // immediate probe after a (re-)registration.
+  int64_t registration_seq = 0;
+  std::string url;
+  ProbeFailure failure = ProbeFailure::kNone;  // kNone: 200 {"status":"healthy"}
+  int http_status = 0;                         // 0: no response
+  int64_t latency_us = 0;
+  std::string error;  // empty when healthy
+  int failure_threshold = 3;
+  int success_threshold = 1;
+
+  bool operator==(const HealthProbe&) const = default;
+};
+
+// Data of dcm.provider.health_changed.
+struct HealthChange {
+  std::string provider_id;
+  int64_t time_ms = 0;
+  HealthStatus from = HealthStatus::kPending;
+  HealthStatus to = HealthStatus::kPending;
+  std::string reason;  // "3 consecutive failures (timeout)", "provider reported unhealthy", ...
+  int64_t seq = 0;     // of the probe that completed the change
+  std::vector<std::string> probe_ids;  // the probe events that caused it, oldest first
+
+  bool operator==(const HealthChange&) const = default;
+};
+
+// `source` names the emitting prober instance. The probe's event id is `probe.probe_id`
+// (a fresh UUID when empty).
+CloudEvent EncodeHealthProbe(const HealthProbe& probe, const std::string& source);
+CloudEvent EncodeHealthChange(const HealthChange& change, const std::string& source);
+// kCorruption for anything else or malformed data (dead-letter it).
+Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event);
+Result<HealthChange> DecodeHealthChange(const CloudEvent& event);
+
+// Classifies what the transport saw (SPEC §3.2): 200 + JSON object whose `status` is "healthy"
+// → kNone; "unhealthy" → kReportedUnhealthy; any other 200 body → kBadBody; another status →
+// kHttpStatus. Transport failures pass through. `status` is matched case-insensitively.
+ProbeResponse ClassifyHealthResponse(ProbeResponse response);
+
+}  // namespace dcm

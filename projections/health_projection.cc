@@ -1,0 +1,74 @@
+#include "projections/health_projection.h"
+
+namespace dcm {
+namespace {
+
+constexpr std::string_view kRecordKey = "hl/";
+
+std::string Key(std::string_view id) {
+  std::string key;
+  key.reserve(kRecordKey.size() + id.size());
+  key.append(kRecordKey).append(id);
+  return key;
+}
+
+}  // namespace
+
+HealthProjection::HealthProjection(Store* store, Metrics* metrics)
+    : store_(store), metrics_(metrics) {}
+
+Status HealthProjection::Apply(const CloudEvent& event, const EventPosition&, StoreBatch& batch) {
+  if (event.type == event_type::kHealthChanged) {
+    RETURN_IF_ERROR(DecodeHealthChange(event));  // a malformed one is still poison
+  } else {
+    ASSIGN_OR_RETURN(auto probe, DecodeHealthProbe(event));
+    if (probe.provider_id != event.subject) {
+      return MakeError(ErrorCode::kCorruption, "probe subject is not its provider_id");
+    }
+    const std::string key = Key(probe.provider_id);
+    HealthRecord record;
+    ASSIGN_OR_RETURN(auto stored, store_->Get(key, &batch));
+    if (stored) {
+      auto decoded = DecodeHealthRecord(*stored);
+      // A stored record we cannot read is our bug or disk damage, not a poison event.
+      if (!decoded) return MakeError(ErrorCode::kInternal, decoded.error().message + " at " + key);
+      record = std::move(*decoded);
+    }
+    if (!FoldProbe(record, probe).applied) return OkStatus();
+    batch.Put(key, EncodeHealthRecord(record));
+  }
+  if (metrics_) AppliedCounter(event.type).Inc();
+  return OkStatus();
+}
+
+Counter& HealthProjection::AppliedCounter(const std::string& type) {
+  auto it = applied_by_type_.find(type);
+  if (it != applied_by_type_.end()) return *it->second;
+  Counter& counter =
+      metrics_->GetCounter("dcm_events_applied_total", "Events folded into projections",
+                           "projection=\"health\",type=\"" + type + "\"");
+  applied_by_type_.emplace(type, &counter);
+  return counter;
+}
+
+Result<std::optional<HealthRecord>> HealthView::Get(const std::string& provider_id) const {
+  ASSIGN_OR_RETURN(auto stored, store_->Get(Key(provider_id)));
+  if (!stored) return std::optional<HealthRecord>();
+  ASSIGN_OR_RETURN(auto record, DecodeHealthRecord(*stored));
+  return std::optional<HealthRecord>(std::move(record));
+}
+
+Status HealthView::ForEach(const std::function<bool(const HealthRecord&)>& fn) const {
+  Status status = OkStatus();
+  RETURN_IF_ERROR(store_->Scan(kRecordKey, "", [&](std::string_view, std::string_view value) {
+    auto record = DecodeHealthRecord(value);
+    if (!record) {
+      status = tl::unexpected(record.error());
+      return false;
+    }
+    return fn(*record);
+  }));
+  return status;
+}
+
+}  // namespace dcm

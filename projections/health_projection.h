@@ -1,0 +1,54 @@
+// HealthProjection folds dcm.health into one HealthRecord per provider (the state machine in
+// projections/health_state.h); HealthView is its read-only query side, joined with the registry
+// when providers are rendered (SPEC §3.2: `health_status` and `health` on every provider).
+//
+// Keys:  hl/<provider_id> -> HealthRecord JSON
+//
+// Folding is idempotent: a probe whose per-provider seq the record has passed is skipped (the
+// mock duplicates retried batches), and one provider's events share a key and so a partition,
+// which keeps them in order. health_changed events are counted, not folded: the state is a
+// function of the probes alone.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "projections/health_state.h"
+#include "projections/projection.h"
+#include "src/common/metrics.h"
+
+namespace dcm {
+
+class HealthProjection final : public Projection {
+ public:
+  static constexpr char kName[] = "health";
+  static constexpr char kPrefix[] = "hl/";
+
+  HealthProjection(Store* store, Metrics* metrics);
+
+  std::string Name() const override { return kName; }
+  Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
+
+ private:
+  Counter& AppliedCounter(const std::string& type);
+
+  Store* store_;
+  Metrics* metrics_;
+  std::map<std::string, Counter*> applied_by_type_;  // runner thread only
+};
+
+// Thread-safe (reads the Store only).
+class HealthView {
+ public:
+  explicit HealthView(const Store* store) : store_(store) {}
+  Result<std::optional<HealthRecord>> Get(const std::string& provider_id) const;
+  // Calls fn for every record, in provider id order, until it returns false.
+  Status ForEach(const std::function<bool(const HealthRecord&)>& fn) const;
+
+ private:
+  const Store* store_;
+};
+
+}  // namespace dcm

@@ -1,0 +1,199 @@
+#include "projections/health_state.h"
+
+#include <algorithm>
+
+#include "events/json_read.h"
+#include "src/common/json_writer.h"
+
+namespace dcm {
+namespace {
+
+std::string Plural(int n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+void Remember(HealthRecord& r, const std::string& probe_id, size_t limit) {
+  r.streak_probe_ids.push_back(probe_id);
+  if (r.streak_probe_ids.size() > limit) {
+    r.streak_probe_ids.erase(r.streak_probe_ids.begin(),
+                             r.streak_probe_ids.end() - static_cast<ptrdiff_t>(limit));
+  }
+}
+
+}  // namespace
+
+FoldResult FoldProbe(HealthRecord& r, const HealthProbe& p) {
+  FoldResult result;
+  if (p.seq <= r.seq) return result;
+  result.applied = true;
+  const HealthStatus before = r.status;
+  const bool first_probe = r.seq == 0;
+  const size_t streak_limit =
+      static_cast<size_t>(std::max({p.failure_threshold, p.success_threshold, 1}));
+  if (r.provider_id.empty()) r.provider_id = p.provider_id;
+  r.seq = p.seq;
+
+  const bool reset = p.registration_seq > r.registration_seq;
+  if (reset) {
+    r.registration_seq = p.registration_seq;
+    r.status = HealthStatus::kPending;
+    r.consecutive_failures = 0;
+    r.consecutive_successes = 0;
+    r.streak_probe_ids.clear();
+  }
+  r.last_probe_time_ms = p.time_ms;
+  r.last_probe_id = p.probe_id;
+  r.last_http_status = p.http_status;
+  r.last_latency_us = p.latency_us;
+
+  std::string reason;
+  switch (p.failure) {
+    case ProbeFailure::kNone:
+      r.last_result = "healthy";
+      if (r.consecutive_successes == 0) r.streak_probe_ids.clear();
+      r.consecutive_failures = 0;
+      ++r.consecutive_successes;
+      Remember(r, p.probe_id, streak_limit);
+      if (r.status != HealthStatus::kReady && r.consecutive_successes >= p.success_threshold) {
+        r.status = HealthStatus::kReady;
+        reason = r.consecutive_successes == 1
+                     ? "healthy probe"
+                     : Plural(r.consecutive_successes, "consecutive healthy probe");
+      }
+      break;
+    case ProbeFailure::kReportedUnhealthy:
+      r.last_result = ProbeFailureName(p.failure);
+      r.last_error = p.error;
+      r.last_error_time_ms = p.time_ms;
+      r.consecutive_failures = 0;
+      r.consecutive_successes = 0;
+      r.streak_probe_ids.clear();
+      Remember(r, p.probe_id, streak_limit);
+      r.status = HealthStatus::kUnhealthy;
+      reason = "provider reported unhealthy";
+      break;
+    default:
+      r.last_result = ProbeFailureName(p.failure);
+      r.last_error = p.error;
+      r.last_error_time_ms = p.time_ms;
+      if (r.consecutive_failures == 0) r.streak_probe_ids.clear();
+      r.consecutive_successes = 0;
+      ++r.consecutive_failures;
+      Remember(r, p.probe_id, streak_limit);
+      if (r.status != HealthStatus::kUnavailable && r.consecutive_failures >= p.failure_threshold) {
+        r.status = HealthStatus::kUnavailable;
+        reason = Plural(r.consecutive_failures, "consecutive failure") + " (" +
+                 std::string(ProbeFailureName(p.failure)) + ")";
+      }
+      break;
+  }
+  if (r.status != before) {
+    // A reset names itself, unless it is the first probe of a new provider.
+    if (reset && !first_probe) {
+      reason = r.status == HealthStatus::kPending ? "re-registered" : "re-registered; " + reason;
+    }
+    r.last_transition_time_ms = p.time_ms;
+    r.last_transition_reason = reason;
+    result.change = HealthChange{
+        r.provider_id, p.time_ms, before, r.status, std::move(reason), p.seq, r.streak_probe_ids};
+  }
+  return result;
+}
+
+std::chrono::milliseconds ProbeDelay(const HealthRecord& r, int failure_threshold,
+                                     std::chrono::milliseconds interval,
+                                     std::chrono::milliseconds base_backoff,
+                                     std::chrono::milliseconds max_backoff) {
+  if (r.status != HealthStatus::kUnavailable) return interval;
+  const int n = std::clamp(r.consecutive_failures - failure_threshold, 0, 40);
+  auto delay = base_backoff;
+  for (int i = 0; i < n && delay < max_backoff; ++i) delay *= 2;
+  return std::min(delay, max_backoff);
+}
+
+HealthStatus EffectiveHealthStatus(const HealthRecord* record, int64_t registration_seq) {
+  if (record == nullptr || record->registration_seq < registration_seq) {
+    return HealthStatus::kPending;
+  }
+  return record->status;
+}
+
+std::string EncodeHealthRecord(const HealthRecord& r) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("provider_id", r.provider_id);
+  w.Field("status", HealthStatusName(r.status));
+  w.Field("seq", r.seq);
+  w.Field("registration_seq", r.registration_seq);
+  w.Field("consecutive_failures", r.consecutive_failures);
+  w.Field("consecutive_successes", r.consecutive_successes);
+  w.Field("last_probe_time_ms", r.last_probe_time_ms);
+  w.Field("last_probe_id", r.last_probe_id);
+  w.Field("last_result", r.last_result);
+  w.Field("last_http_status", r.last_http_status);
+  w.Field("last_latency_us", r.last_latency_us);
+  w.Field("last_transition_time_ms", r.last_transition_time_ms);
+  w.Field("last_transition_reason", r.last_transition_reason);
+  w.Field("last_error", r.last_error);
+  w.Field("last_error_time_ms", r.last_error_time_ms);
+  w.Key("streak_probe_ids");
+  w.BeginArray();
+  for (const auto& id : r.streak_probe_ids) w.String(id);
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
+}
+
+Result<HealthRecord> DecodeHealthRecord(std::string_view json) {
+  auto parsed = ParseJson(json);
+  simdjson::dom::object o;
+  if (!parsed || parsed->get(o)) {
+    return MakeError(ErrorCode::kCorruption, "unreadable health record");
+  }
+  HealthRecord r;
+  bool ok = true;
+  auto str = [&](std::string_view key, std::string& out) {
+    std::string_view v;
+    if (o[key].get(v)) ok = false;
+    out.assign(v);
+  };
+  auto i64 = [&](std::string_view key, int64_t& out) {
+    if (o[key].get(out)) ok = false;
+  };
+  auto i32 = [&](std::string_view key, int& out) {
+    int64_t v = 0;
+    if (o[key].get(v)) ok = false;
+    out = static_cast<int>(v);
+  };
+  std::string status;
+  str("provider_id", r.provider_id);
+  str("status", status);
+  i64("seq", r.seq);
+  i64("registration_seq", r.registration_seq);
+  i32("consecutive_failures", r.consecutive_failures);
+  i32("consecutive_successes", r.consecutive_successes);
+  i64("last_probe_time_ms", r.last_probe_time_ms);
+  str("last_probe_id", r.last_probe_id);
+  str("last_result", r.last_result);
+  i32("last_http_status", r.last_http_status);
+  i64("last_latency_us", r.last_latency_us);
+  i64("last_transition_time_ms", r.last_transition_time_ms);
+  str("last_transition_reason", r.last_transition_reason);
+  str("last_error", r.last_error);
+  i64("last_error_time_ms", r.last_error_time_ms);
+  simdjson::dom::array ids;
+  if (o["streak_probe_ids"].get(ids)) {
+    ok = false;
+  } else {
+    for (auto item : ids) {
+      std::string_view id;
+      if (!item.get(id)) r.streak_probe_ids.emplace_back(id);
+    }
+  }
+  auto parsed_status = ParseHealthStatus(status);
+  if (!ok || !parsed_status) return MakeError(ErrorCode::kCorruption, "unreadable health record");
+  r.status = *parsed_status;
+  return r;
+}
+
+}  // namespace dcm

@@ -1,0 +1,74 @@
+// The health state machine (SPEC §3.2, seed sp-health-check): a pure fold of
+// dcm.provider.health_probed events into one HealthRecord per provider. The prober runs the same
+// fold on its in-memory copy to decide when to emit dcm.provider.health_changed, and the health
+// projection runs it to serve reads, so both agree by construction, and a replay from offset 0
+// yields the same states (the thresholds travel in each probe event).
+//
+//   any ──reset (probe with newer registration_seq)──▶ Pending, counters 0, then:
+//   healthy            successes+1, failures 0; ─▶ Ready once successes ≥ success_threshold
+//   reported_unhealthy failures 0, successes 0; ─▶ Unhealthy at once
+//   other failure      failures+1, successes 0; ─▶ Unavailable once failures ≥ failure_threshold
+//                      (until then the state is kept)
+//
+// Unavailable providers are probed with backoff base·2ⁿ (n = failures beyond the threshold) up
+// to the maximum; every other state at the interval (ProbeDelay).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/health_events.h"
+#include "src/common/result.h"
+
+namespace dcm {
+
+struct HealthRecord {
+  std::string provider_id;
+  HealthStatus status = HealthStatus::kPending;
+  int64_t seq = 0;                // last folded probe seq (0: never probed)
+  int64_t registration_seq = -1;  // registration the counters belong to
+  int consecutive_failures = 0;
+  int consecutive_successes = 0;
+  int64_t last_probe_time_ms = 0;
+  std::string last_probe_id;
+  std::string last_result;  // "healthy" or the failure class
+  int last_http_status = 0;
+  int64_t last_latency_us = 0;
+  int64_t last_transition_time_ms = 0;
+  std::string last_transition_reason;
+  std::string last_error;  // of the latest failed probe (kept after recovery, with its time)
+  int64_t last_error_time_ms = 0;
+  // Probe ids of the current run of equal results (failures, or successes), newest last, at
+  // most max(thresholds): what a health_changed event names as its cause.
+  std::vector<std::string> streak_probe_ids;
+
+  bool operator==(const HealthRecord&) const = default;
+};
+
+struct FoldResult {
+  bool applied = false;                // false: a duplicate or older probe (seq not newer)
+  std::optional<HealthChange> change;  // set when the status changed
+};
+
+// Folds `probe` into `record` (whose provider_id it must match). Deterministic.
+FoldResult FoldProbe(HealthRecord& record, const HealthProbe& probe);
+
+// The delay before the next probe, before jitter: `interval`, or for Unavailable providers
+// base_backoff·2ⁿ capped at max_backoff, n = failures beyond the threshold that tripped it.
+std::chrono::milliseconds ProbeDelay(const HealthRecord& record, int failure_threshold,
+                                     std::chrono::milliseconds interval,
+                                     std::chrono::milliseconds base_backoff,
+                                     std::chrono::milliseconds max_backoff);
+
+// The status a provider shows: Pending until its current registration (registry seq) has been
+// probed, else the folded status.
+HealthStatus EffectiveHealthStatus(const HealthRecord* record, int64_t registration_seq);
+
+// Storage form (JSON) of a record, and back. kCorruption on unreadable input.
+std::string EncodeHealthRecord(const HealthRecord& record);
+Result<HealthRecord> DecodeHealthRecord(std::string_view json);
+
+}  // namespace dcm

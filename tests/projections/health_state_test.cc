@@ -1,0 +1,292 @@
+// The health state machine (SPEC §3.2, seed sp-health-check's table) as a pure fold: every row,
+// the threshold, resets, hysteresis and the backoff schedule. Times are fixed values; no clock.
+#include "projections/health_state.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dcm {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+constexpr int64_t kT0 = 1767225600000;  // 2026-01-01T00:00:00Z
+
+class Folder {
+ public:
+  explicit Folder(int failure_threshold = 3, int success_threshold = 1)
+      : failures_(failure_threshold), successes_(success_threshold) {
+    record_.provider_id = "sp-1";
+  }
+
+  // Folds the next probe (seq +1, 10 s later) with `failure`, for registration `reg`.
+  FoldResult Next(ProbeFailure failure, int64_t reg = 1) {
+    HealthProbe p;
+    p.probe_id = "probe-" + std::to_string(++seq_);
+    p.seq = seq_;
+    p.time_ms = kT0 + seq_ * 10000;
+    p.provider_id = "sp-1";
+    p.registration_seq = reg;
+    p.failure = failure;
+    p.http_status = failure == ProbeFailure::kNone || failure == ProbeFailure::kBadBody ||
+                            failure == ProbeFailure::kReportedUnhealthy
+                        ? 200
+                    : failure == ProbeFailure::kHttpStatus ? 503
+                                                           : 0;
+    p.error = failure == ProbeFailure::kNone ? "" : "boom";
+    p.failure_threshold = failures_;
+    p.success_threshold = successes_;
+    probes_.push_back(p);
+    return FoldProbe(record_, p);
+  }
+  void Repeat(ProbeFailure failure, int n) {
+    for (int i = 0; i < n; ++i) Next(failure);
+  }
+
+  HealthRecord record_;
+  std::vector<HealthProbe> probes_;
+  int64_t seq_ = 0;
+
+ private:
+  int failures_;
+  int successes_;
+};
+
+constexpr ProbeFailure kHealthy = ProbeFailure::kNone;
+constexpr ProbeFailure kTimeout = ProbeFailure::kTimeout;
+constexpr ProbeFailure kUnhealthy = ProbeFailure::kReportedUnhealthy;
+
+TEST(HealthStateTest, NeverProbedIsPending) {
+  HealthRecord r;
+  EXPECT_EQ(r.status, HealthStatus::kPending);
+  EXPECT_EQ(EffectiveHealthStatus(nullptr, 1), HealthStatus::kPending);
+}
+
+TEST(HealthStateTest, Ok200HealthyMakesPendingReadyAndNamesTheProbe) {
+  Folder f;
+  auto result = f.Next(kHealthy);
+  ASSERT_TRUE(result.applied);
+  EXPECT_EQ(f.record_.status, HealthStatus::kReady);
+  ASSERT_TRUE(result.change.has_value());
+  EXPECT_EQ(result.change->from, HealthStatus::kPending);
+  EXPECT_EQ(result.change->to, HealthStatus::kReady);
+  EXPECT_EQ(result.change->reason, "healthy probe");
+  EXPECT_EQ(result.change->probe_ids, std::vector<std::string>{"probe-1"});
+  EXPECT_EQ(result.change->seq, 1);
+  EXPECT_EQ(f.record_.last_transition_time_ms, kT0 + 10000);
+  EXPECT_EQ(f.record_.consecutive_successes, 1);
+}
+
+TEST(HealthStateTest, Ok200UnhealthyMakesUnhealthyAtOnceAndResetsTheFailureCounter) {
+  Folder f;
+  f.Next(kHealthy);
+  f.Repeat(kTimeout, 2);
+  EXPECT_EQ(f.record_.consecutive_failures, 2);
+  auto result = f.Next(kUnhealthy);
+  EXPECT_EQ(f.record_.status, HealthStatus::kUnhealthy);
+  EXPECT_EQ(f.record_.consecutive_failures, 0);
+  ASSERT_TRUE(result.change.has_value());
+  EXPECT_EQ(result.change->reason, "provider reported unhealthy");
+  EXPECT_EQ(result.change->probe_ids, std::vector<std::string>{"probe-4"});
+  // The counter really restarted: two more failures stay below the threshold.
+  f.Repeat(kTimeout, 2);
+  EXPECT_EQ(f.record_.status, HealthStatus::kUnhealthy);
+}
+
+TEST(HealthStateTest, FailuresKeepTheStateUntilTheThresholdThenUnavailable) {
+  Folder f;
+  f.Next(kHealthy);
+  EXPECT_FALSE(f.Next(kTimeout).change.has_value());
+  EXPECT_FALSE(f.Next(kTimeout).change.has_value());
+  EXPECT_EQ(f.record_.status, HealthStatus::kReady);
+  EXPECT_EQ(f.record_.consecutive_failures, 2);
+  auto third = f.Next(kTimeout);
+  EXPECT_EQ(f.record_.status, HealthStatus::kUnavailable);
+  ASSERT_TRUE(third.change.has_value());
+  EXPECT_EQ(third.change->from, HealthStatus::kReady);
+  EXPECT_EQ(third.change->reason, "3 consecutive failures (timeout)");
+  EXPECT_EQ(third.change->probe_ids, (std::vector<std::string>{"probe-2", "probe-3", "probe-4"}));
+  // Further failures keep it Unavailable without another change.
+  EXPECT_FALSE(f.Next(kTimeout).change.has_value());
+  EXPECT_EQ(f.record_.consecutive_failures, 4);
+}
+
+TEST(HealthStateTest, UnavailableExactlyWhenFailuresReachTheThreshold) {
+  for (int threshold : {1, 2, 5, 10}) {
+    SCOPED_TRACE(threshold);
+    Folder f(threshold);
+    for (int i = 1; i < threshold; ++i) {
+      f.Next(kTimeout);
+      EXPECT_EQ(f.record_.status, HealthStatus::kPending) << "after " << i << " failures";
+    }
+    f.Next(kTimeout);
+    EXPECT_EQ(f.record_.status, HealthStatus::kUnavailable);
+  }
+}
+
+TEST(HealthStateTest, EveryTransportAndResponseFailureCountsTowardsTheThreshold) {
+  for (auto failure : {ProbeFailure::kTimeout, ProbeFailure::kConnect, ProbeFailure::kDns,
+                       ProbeFailure::kTls, ProbeFailure::kHttpStatus, ProbeFailure::kBadBody}) {
+    SCOPED_TRACE(std::string(ProbeFailureName(failure)));
+    Folder f;
+    f.Next(kHealthy);
+    f.Repeat(failure, 3);
+    EXPECT_EQ(f.record_.status, HealthStatus::kUnavailable);
+    EXPECT_EQ(f.record_.last_result, ProbeFailureName(failure));
+    EXPECT_EQ(f.record_.last_error, "boom");
+  }
+}
+
+TEST(HealthStateTest, AHealthyProbeResetsTheFailureCounter) {
+  Folder f;
+  f.Next(kHealthy);
+  f.Repeat(kTimeout, 2);
+  f.Next(kHealthy);
+  EXPECT_EQ(f.record_.consecutive_failures, 0);
+  f.Repeat(kTimeout, 2);
+  EXPECT_EQ(f.record_.status, HealthStatus::kReady);
+}
+
+TEST(HealthStateTest, OneHealthyProbeRecoversUnavailableAndUnhealthy) {
+  Folder f;
+  f.Repeat(kTimeout, 5);
+  ASSERT_EQ(f.record_.status, HealthStatus::kUnavailable);
+  auto recovered = f.Next(kHealthy);
+  EXPECT_EQ(f.record_.status, HealthStatus::kReady);
+  ASSERT_TRUE(recovered.change.has_value());
+  EXPECT_EQ(recovered.change->from, HealthStatus::kUnavailable);
+
+  f.Next(kUnhealthy);
+  ASSERT_EQ(f.record_.status, HealthStatus::kUnhealthy);
+  f.Next(kHealthy);
+  EXPECT_EQ(f.record_.status, HealthStatus::kReady);
+}
+
+TEST(HealthStateTest, UnhealthyFailsLikeAnyStateUntilTheThreshold) {
+  Folder f;
+  f.Next(kUnhealthy);
+  f.Repeat(kTimeout, 2);
+  EXPECT_EQ(f.record_.status, HealthStatus::kUnhealthy);
+  f.Next(kTimeout);
+  EXPECT_EQ(f.record_.status, HealthStatus::kUnavailable);
+}
+
+TEST(HealthStateTest, SuccessThresholdAddsHysteresis) {
+  Folder f(/*failure_threshold=*/3, /*success_threshold=*/3);
+  f.Repeat(kTimeout, 3);
+  ASSERT_EQ(f.record_.status, HealthStatus::kUnavailable);
+  EXPECT_FALSE(f.Next(kHealthy).change.has_value());
+  EXPECT_FALSE(f.Next(kHealthy).change.has_value());
+  EXPECT_EQ(f.record_.status, HealthStatus::kUnavailable);
+  auto third = f.Next(kHealthy);
+  EXPECT_EQ(f.record_.status, HealthStatus::kReady);
+  ASSERT_TRUE(third.change.has_value());
+  EXPECT_EQ(third.change->reason, "3 consecutive healthy probes");
+  EXPECT_EQ(third.change->probe_ids, (std::vector<std::string>{"probe-4", "probe-5", "probe-6"}));
+  // A failure in the middle of a recovery starts the count again.
+  f.Repeat(kTimeout, 3);
+  f.Repeat(kHealthy, 2);
+  f.Next(kTimeout);
+  f.Repeat(kHealthy, 2);
+  EXPECT_EQ(f.record_.status, HealthStatus::kUnavailable);
+}
+
+TEST(HealthStateTest, DuplicateAndOlderProbesAreIgnored) {
+  Folder f;
+  f.Next(kHealthy);
+  f.Next(kTimeout);
+  const HealthRecord before = f.record_;
+  for (const auto& probe : f.probes_) {
+    EXPECT_FALSE(FoldProbe(f.record_, probe).applied);
+  }
+  EXPECT_EQ(f.record_, before);
+}
+
+TEST(HealthStateTest, ReRegistrationResetsCountersAndStatus) {
+  Folder f;
+  f.Repeat(kTimeout, 5);
+  ASSERT_EQ(f.record_.status, HealthStatus::kUnavailable);
+  // The first probe of registration 2 fails: counters restart from it, the state is Pending.
+  auto failed = f.Next(kTimeout, /*reg=*/2);
+  EXPECT_EQ(f.record_.status, HealthStatus::kPending);
+  EXPECT_EQ(f.record_.consecutive_failures, 1);
+  EXPECT_EQ(f.record_.registration_seq, 2);
+  ASSERT_TRUE(failed.change.has_value());
+  EXPECT_EQ(failed.change->reason, "re-registered");
+  // A healthy first probe of registration 3 goes straight to Ready.
+  auto healthy = f.Next(kHealthy, /*reg=*/3);
+  EXPECT_EQ(f.record_.status, HealthStatus::kReady);
+  ASSERT_TRUE(healthy.change.has_value());
+  EXPECT_EQ(healthy.change->reason, "re-registered; healthy probe");
+  // A Ready provider re-registering and still healthy does not change state.
+  EXPECT_FALSE(f.Next(kHealthy, /*reg=*/4).change.has_value());
+}
+
+TEST(HealthStateTest, ProbeDelayIsTheIntervalUnlessUnavailable) {
+  HealthRecord r;
+  for (auto status : {HealthStatus::kPending, HealthStatus::kReady, HealthStatus::kUnhealthy}) {
+    r.status = status;
+    r.consecutive_failures = 2;
+    EXPECT_EQ(ProbeDelay(r, 3, seconds(10), seconds(10), minutes(5)), seconds(10));
+  }
+}
+
+TEST(HealthStateTest, UnavailableBacksOffExponentiallyUpToTheMaximum) {
+  HealthRecord r;
+  r.status = HealthStatus::kUnavailable;
+  std::vector<int64_t> delays_s;
+  for (int failures = 3; failures <= 12; ++failures) {
+    r.consecutive_failures = failures;
+    delays_s.push_back(
+        std::chrono::duration_cast<seconds>(ProbeDelay(r, 3, seconds(1), seconds(10), minutes(5)))
+            .count());
+  }
+  EXPECT_EQ(delays_s, (std::vector<int64_t>{10, 20, 40, 80, 160, 300, 300, 300, 300, 300}));
+  r.consecutive_failures = 1000000;  // no overflow however long it stays down
+  EXPECT_EQ(ProbeDelay(r, 3, seconds(1), seconds(10), minutes(5)), minutes(5));
+}
+
+TEST(HealthStateTest, EffectiveStatusIsPendingUntilTheCurrentRegistrationIsProbed) {
+  Folder f;
+  f.Next(kHealthy, /*reg=*/4);
+  EXPECT_EQ(EffectiveHealthStatus(&f.record_, 4), HealthStatus::kReady);
+  EXPECT_EQ(EffectiveHealthStatus(&f.record_, 3), HealthStatus::kReady);
+  EXPECT_EQ(EffectiveHealthStatus(&f.record_, 5), HealthStatus::kPending);
+}
+
+TEST(HealthStateTest, RecordsRoundTripThroughStorage) {
+  Folder f;
+  f.Next(kHealthy);
+  f.Repeat(kTimeout, 4);
+  auto decoded = DecodeHealthRecord(EncodeHealthRecord(f.record_));
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, f.record_);
+  for (const char* bad : {"", "{", "[]", R"({"status":"Ready"})"}) {
+    auto result = DecodeHealthRecord(bad);
+    ASSERT_FALSE(result.has_value()) << bad;
+    EXPECT_EQ(result.error().code, ErrorCode::kCorruption);
+  }
+}
+
+TEST(HealthStateTest, ReplayingTheSameProbesWithDuplicatesGivesTheSameRecord) {
+  std::mt19937 random(7);
+  Folder live;
+  const ProbeFailure choices[] = {kHealthy, kTimeout, kUnhealthy, ProbeFailure::kConnect};
+  for (int i = 0; i < 500; ++i) live.Next(choices[random() % 4], 1 + i / 100);
+  HealthRecord replayed;
+  replayed.provider_id = "sp-1";
+  for (size_t i = 0; i < live.probes_.size(); ++i) {
+    FoldProbe(replayed, live.probes_[i]);
+    if (random() % 3 == 0) FoldProbe(replayed, live.probes_[i]);  // a duplicated batch
+    if (i > 0 && random() % 5 == 0) FoldProbe(replayed, live.probes_[i - 1]);
+  }
+  EXPECT_EQ(replayed, live.record_);
+}
+
+}  // namespace
+}  // namespace dcm
