@@ -77,6 +77,7 @@ Status Prober::Start() {
   rebalance.on_assign = [this](const std::string&, const std::vector<int32_t>& partitions) {
     // Runs inside ConsumeBatch on the group thread; the slow part (catching up) runs after it.
     pending_assign_ = partitions;
+    assigned_ = true;
     return std::map<int32_t, int64_t>();
   };
   rebalance.on_revoke = [this] { OnRevoked(); };
@@ -109,10 +110,12 @@ void Prober::GroupLoop() {
     if (!messages) {
       logger->warn("msg=\"prober group poll failed\" error=\"{}\"", messages.error().message);
     }
-    if (!pending_assign_.empty()) {
+    if (assigned_) {
       auto partitions = std::move(pending_assign_);
       pending_assign_.clear();
-      OnAssigned(partitions);
+      assigned_ = false;
+      if (!partitions.empty()) OnAssigned(partitions);
+      joined_ = true;
       last_reconcile = std::chrono::steady_clock::now();
     } else if (std::chrono::steady_clock::now() - last_reconcile > options_.reconcile_interval) {
       std::set<int32_t> owned;

@@ -65,6 +65,9 @@ class Prober {
   void OnProvidersChanged(const std::vector<ProviderChange>& changes);
 
   bool Healthy() const { return healthy_.load(); }
+  // True once the group gave this instance its first assignment (possibly empty) and it loaded
+  // its providers: before that, nothing it would own is probed yet.
+  bool Joined() const { return joined_.load(); }
   size_t OwnedProviders() const;
   std::vector<int32_t> OwnedPartitions() const;
 
@@ -95,12 +98,14 @@ class Prober {
   std::thread scheduler_thread_;
   std::atomic<bool> running_{false};
   std::atomic<bool> healthy_{true};
+  std::atomic<bool> joined_{false};
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::set<int32_t> owned_;  // partitions
   ProbeScheduler scheduler_;
   std::vector<int32_t> pending_assign_;  // group thread only
+  bool assigned_ = false;                // an assignment arrived (maybe empty); group thread
 
   Counter* probes_by_result_[8] = {};
   Histogram* latency_ = nullptr;

@@ -201,7 +201,9 @@ int RunServe(ServeFlags flags) {
       {"projection:health", [&] { return health_runner.CaughtUp() && health_runner.Healthy(); }},
       {"registrar", [&] { return registrar.Healthy(); }},
   };
-  if (prober) ops.checks.push_back({"prober", [&] { return prober->Healthy(); }});
+  if (prober) {
+    ops.checks.push_back({"prober", [&] { return prober->Healthy() && prober->Joined(); }});
+  }
   ops.info = http::AdminInfo{DCM_VERSION,
                              config.instance_id,
                              config.kafka_brokers,

@@ -222,3 +222,42 @@ def provider_body(name, service_type="vm", **extra):
 
 def main():
     unittest.main(verbosity=2)
+
+
+class SpSim:
+    """`dcm sp-sim`: simulated providers registering with `dcm_url`, plus their control API."""
+
+    def __init__(self, dcm_url, count, extra=(), name_prefix="e2e"):
+        self.proc = Process([DCM_BIN, "sp-sim", "--dcm-url", dcm_url, "--count", str(count),
+                             "--service-types", "vm", "--name-prefix", name_prefix, *extra],
+                            "sp-sim")
+        line = self.proc.read_line()
+        assert line.startswith("sp-sim control http://"), line
+        self.control = Client(line.split(" ")[2])
+
+    def providers(self):
+        return {p["name"]: p for p in self.control.get("/sim/providers").json()}
+
+    def set_fault(self, name=None, **fault):
+        path = f"/sim/providers/{name}/fault" if name else "/sim/fault"
+        r = self.control.request("PUT", path, fault)
+        assert r.status == 200, r
+
+    def stop(self):
+        self.control.close()
+        return self.proc.kill()
+
+
+def kafka_events(bootstrap, topic, timeout=20):
+    """Every event on `topic`, from the beginning, read with kcat (CloudEvents as dicts)."""
+    out = subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
+                          "-q", "-f", "%s\n"], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def rfc3339_ms(text):
+    """'2026-01-01T00:00:00.123Z' -> unix milliseconds."""
+    from datetime import datetime, timezone
+    t = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return int(t.timestamp() * 1000)
