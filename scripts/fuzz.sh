@@ -16,7 +16,7 @@ SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(fuzz_cloud_event fuzz_provider_spec fuzz_url)
+  TARGETS=(fuzz_cloud_event fuzz_provider_spec fuzz_url fuzz_health_body)
 fi
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 

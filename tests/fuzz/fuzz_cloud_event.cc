@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "events/cloud_event.h"
+#include "events/health_events.h"
 #include "events/provider_events.h"
 #include "src/common/time_format.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -52,6 +53,30 @@ void CheckOutcomeRoundTrip(const CloudEvent& event) {
   FUZZ_CHECK(*outcome_again == *outcome);
 }
 
+void CheckHealthRoundTrip(const CloudEvent& event) {
+  if (auto probe = DecodeHealthProbe(event)) {
+    auto decoded = DecodeCloudEvent(EncodeCloudEvent(EncodeHealthProbe(*probe, event.source)));
+    FUZZ_CHECK(decoded.has_value());
+    auto probe_again = DecodeHealthProbe(*decoded);
+    FUZZ_CHECK(probe_again.has_value());
+    // The time is re-rendered at millisecond precision, everything else is kept.
+    probe_again->time_ms = probe->time_ms;
+    FUZZ_CHECK(*probe_again == *probe);
+  } else {
+    FUZZ_CHECK(probe.error().code == ErrorCode::kCorruption);
+  }
+  if (auto change = DecodeHealthChange(event)) {
+    auto decoded = DecodeCloudEvent(EncodeCloudEvent(EncodeHealthChange(*change, event.source)));
+    FUZZ_CHECK(decoded.has_value());
+    auto change_again = DecodeHealthChange(*decoded);
+    FUZZ_CHECK(change_again.has_value());
+    change_again->time_ms = change->time_ms;
+    FUZZ_CHECK(*change_again == *change);
+  } else {
+    FUZZ_CHECK(change.error().code == ErrorCode::kCorruption);
+  }
+}
+
 }  // namespace
 
 // Built-in seeds for the standalone driver (tests/fuzz/standalone_main.cc).
@@ -90,6 +115,14 @@ std::vector<std::string> Seeds() {
       R"("name":"b","metadata":{"a":[[[[{}]]]]}}}})",
       "{\"specversion\":\"1.0\",\"id\":\"\\u0000\",\"source\":\"\\ud83d\\ude00\",\"type\":\"t\","
       "\"time\":\"2026-01-01T00:00:00Z\",\"data\":{\"x\":\"\x7f\\u007f\"}}",
+      R"({"specversion":"1.0","id":"p1","source":"dcm/prober","type":"dcm.provider.health_probed",)"
+      R"("subject":"a","time":"2026-01-01T00:00:00.000Z","schemaversion":1,"data":{)"
+      R"("provider_id":"a","seq":3,"registration_seq":1,"url":"http://a/health",)"
+      R"("failure_class":"timeout","http_status":null,"latency_ms":5000.5,"error":"e",)"
+      R"("failure_threshold":3,"success_threshold":1}})",
+      R"({"specversion":"1.0","id":"c1","source":"dcm/prober","type":"dcm.provider.health_changed",)"
+      R"("subject":"a","time":"2026-01-01T00:00:00.000Z","data":{"provider_id":"a",)"
+      R"("from":"Ready","to":"Unavailable","reason":"r","seq":3,"probe_ids":["p1",2]}})",
       std::string(2000, '[') + std::string(2000, ']'),
       std::string(200, '{'),
       "",
@@ -113,5 +146,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(*again == *event);
   dcm::fuzz::CheckRequestRoundTrip(*event);
   dcm::fuzz::CheckOutcomeRoundTrip(*event);
+  dcm::fuzz::CheckHealthRoundTrip(*event);
   return 0;
 }
