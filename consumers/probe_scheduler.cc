@@ -116,7 +116,10 @@ std::optional<CompletedProbe> ProbeScheduler::Complete(const ProbeTask& task,
   probe.probe_id = std::move(probe_id);
   probe.time_ms = std::chrono::duration_cast<milliseconds>(now.time_since_epoch()).count();
   probe.provider_id = task.id;
-  probe.seq = t.record.seq + 1;
+  // Strictly increasing per provider, and at least the probe time in ms: an owner that starts
+  // from a stale record (its projection was still catching up) still writes seqs newer than
+  // the previous owner's, which the fold would otherwise drop as duplicates (clock skew aside).
+  probe.seq = std::max(t.record.seq + 1, probe.time_ms);
   probe.registration_seq = task.registration_seq;
   probe.url = task.url;
   probe.failure = response.failure;

@@ -131,11 +131,6 @@ void Prober::GroupLoop() {
 
 void Prober::OnAssigned(const std::vector<int32_t>& partitions) {
   auto logger = Logger("prober");
-  {
-    std::lock_guard lock(mu_);
-    owned_.insert(partitions.begin(), partitions.end());
-    partitions_gauge_->Set(static_cast<int64_t>(owned_.size()));
-  }
   // What the previous owner produced must be in the local projection before its records seed
   // ours; it flushed before giving the partitions up (OnRevoked), so the high watermark now
   // covers everything it wrote.
@@ -155,6 +150,11 @@ void Prober::OnAssigned(const std::vector<int32_t>& partitions) {
   }
   if (std::chrono::steady_clock::now() >= deadline) {
     logger->warn("msg=\"health projection not caught up; probing from the local state\"");
+  }
+  {
+    std::lock_guard lock(mu_);
+    owned_.insert(partitions.begin(), partitions.end());
+    partitions_gauge_->Set(static_cast<int64_t>(owned_.size()));
   }
   Reconcile(std::set<int32_t>(partitions.begin(), partitions.end()));
   logger->info("msg=\"prober partitions assigned\" partitions={} providers={}", partitions.size(),

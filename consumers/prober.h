@@ -45,7 +45,8 @@ struct ProberOptions {
   HealthCheckConfig health;
   KafkaOptions kafka;
   // How long an assignment waits for the local health projection to catch up before probing
-  // with what it has (a stale record only delays a state change by a probe or two).
+  // with what it has. Counters from a stale record may be off for a few probes; the probe seqs
+  // stay newer than the previous owner's (they are time-based), so no probe is dropped.
   std::chrono::milliseconds catch_up_timeout{30000};
   // Full re-read of the owned providers from the registry, healing any missed change.
   std::chrono::milliseconds reconcile_interval{30000};

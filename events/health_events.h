@@ -43,8 +43,10 @@ struct HealthProbe {
   std::string probe_id;  // the event id (not repeated in data)
   int64_t time_ms = 0;   // the event time: when the probe completed
   std::string provider_id;
-  // Per-provider probe sequence, +1 per probe, continued by whichever instance probes the
-  // provider next. The fold ignores a probe whose seq it has passed (a duplicated batch).
+  // Per-provider probe sequence: max(previous seq + 1, probe time in ms), continued by whichever
+  // instance probes the provider next. Strictly increasing, so the fold ignores a probe whose
+  // seq it has passed (a duplicated batch); time-based, so a new owner seeded from a stale
+  // record still writes newer seqs than the previous owner.
   int64_t seq = 0;
   // The registry's decision seq (provider.seq) of the registration this probe checked. A probe
   // with a newer registration_seq than the state holds resets the counters first: it is the

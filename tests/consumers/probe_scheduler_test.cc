@@ -216,7 +216,7 @@ TEST(ProbeSchedulerTest, TakeoverKeepsThePreviousOwnersPhaseAndSequence) {
   ASSERT_EQ(tasks.size(), 1u);
   auto done = s.Complete(tasks[0], Healthy(), kT0 + seconds(7), "p42");
   ASSERT_TRUE(done);
-  EXPECT_EQ(done->probe.seq, 42);
+  EXPECT_EQ(done->probe.seq, done->probe.time_ms) << "time-based once past the record's 41";
   EXPECT_EQ(done->probe.failure_threshold, 3);
   EXPECT_EQ(done->probe.success_threshold, 1);
   EXPECT_FALSE(done->change.has_value()) << "still Ready";
@@ -245,6 +245,24 @@ TEST(ProbeSchedulerTest, ARegistrationNewerThanTheRecordIsProbedAtOnceOnTakeover
       std::chrono::duration_cast<milliseconds>(kT0.time_since_epoch()).count();
   s.Upsert(Target("sp-1", /*reg=*/2), record, kT0, false);
   EXPECT_EQ(s.TakeDue(kT0, nullptr).size(), 1u);
+}
+
+TEST(ProbeSchedulerTest, SeqsStayStrictlyIncreasingWhenTheRecordIsAheadOfTheClock) {
+  ProbeScheduler s(Options(), 13);
+  HealthRecord record;
+  record.status = HealthStatus::kReady;
+  record.registration_seq = 1;
+  record.seq = std::chrono::duration_cast<milliseconds>((kT0 + seconds(60)).time_since_epoch())
+                   .count();  // written by an owner whose clock runs a minute ahead
+  s.Upsert(Target("sp-1"), record, kT0, true);
+  auto tasks = s.TakeDue(kT0, nullptr);
+  auto first = s.Complete(tasks[0], Healthy(), kT0, "p1");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->probe.seq, record.seq + 1);
+  tasks = s.TakeDue(*s.NextDue(), nullptr);
+  auto second = s.Complete(tasks[0], Healthy(), kT0 + seconds(10), "p2");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->probe.seq, record.seq + 2);
 }
 
 TEST(ProbeSchedulerTest, CompletionClassifiesTheBody) {
