@@ -20,14 +20,18 @@ struct SpSimFlags {
   bool no_register = false;
 };
 
-// Each provider holds a listening socket, and DCM's probes add connections: lift the soft
-// descriptor limit (often 1024) to the hard one so --count 1000 works.
-void RaiseFileLimit() {
+// Per-port mode holds a listening socket per provider, and DCM's probes add connections in
+// either mode: lift the soft descriptor limit (often 1024) to the hard one, and log what we got
+// so a run that hits it is easy to explain.
+void RaiseFileLimit(spdlog::logger& logger) {
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
   }
+  logger.info("msg=\"open files limit\" soft={} hard={}", limit.rlim_cur, limit.rlim_max);
 }
 
 void RunSpSim(SpSimFlags flags) {
@@ -41,7 +45,7 @@ void RunSpSim(SpSimFlags flags) {
   sigset_t previous;
   pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
 
-  RaiseFileLimit();
+  RaiseFileLimit(*logger);
   flags.options.register_with_dcm = !flags.no_register;
   auto sim = sim::SpSim::Start(std::move(flags.options));
   if (!sim) {
@@ -69,6 +73,14 @@ void RegisterSpSimCommand(CLI::App& app) {
   cmd->add_option("--count", o.count, "Number of simulated providers")
       ->check(CLI::Range(0, 60000))
       ->capture_default_str();
+  cmd->add_option("--ports", o.ports,
+                  "Shared listener ports (0: one port per provider); endpoints get /p/INDEX")
+      ->check(CLI::Range(0, 60000))
+      ->capture_default_str();
+  cmd->add_option("--register-concurrency", o.register_concurrency,
+                  "Registration requests in flight (workers, one connection each)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   cmd->add_option("--service-types", o.service_types,
                   "Comma-separated service types, assigned round robin")
       ->delimiter(',')
@@ -85,6 +97,7 @@ void RegisterSpSimCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-register", flags->no_register, "Serve only; do not register with DCM");
   cmd->add_option("--api-prefix", o.api_prefix, "DCM API base path")->capture_default_str();
+  o.version = DCM_VERSION;
   cmd->callback([flags] { RunSpSim(*flags); });
 }
 

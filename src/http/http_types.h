@@ -36,6 +36,11 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Location, ...)
 };
 
+// A handler that answers with this status gets nothing written back: the server closes the
+// connection instead, as a crashed peer would (sp-sim's `refuse` fault on a shared port, where
+// closing the listener would refuse every provider behind it).
+inline constexpr int kCloseWithoutResponse = -1;
+
 // Called exactly once per request, from any thread.
 using Respond = std::function<void(HttpResponse)>;
 

@@ -507,7 +507,7 @@ asio::awaitable<void> ServeConnection(Conn* c, const Handler* handler) {
     std::optional<HttpResponse> response;
     if (auto request = ToHttpRequest(std::move(in.request)); request) {
       response = co_await Dispatch(c, handler, std::move(*request));
-      if (!response) co_return;
+      if (!response || response->status == kCloseWithoutResponse) co_return;  // Session closes
     } else {
       response = Problem(400, request.error().message);
       keep_alive = false;

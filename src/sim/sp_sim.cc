@@ -1,17 +1,21 @@
-// SpSim implementation. No Beast here: it uses HttpServer/HttpClient through their headers.
+// SpSim: listeners, request routing, registration workers and the control API. The SP API
+// of one provider is in sim_provider.cc. No Beast here: HttpServer/HttpClient through their
+// headers.
 #include "src/sim/sp_sim.h"
 
 #include <simdjson.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <condition_variable>
 #include <iostream>
-#include <map>
 #include <mutex>
 #include <queue>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "src/common/json_writer.h"
@@ -19,6 +23,7 @@
 #include "src/common/url.h"
 #include "src/http/client.h"
 #include "src/http/server.h"
+#include "src/sim/sim_provider.h"
 
 namespace dcm::sim {
 namespace {
@@ -32,101 +37,24 @@ using Clock = std::chrono::steady_clock;
 // frees it then. This only bounds a client that never gives up.
 constexpr std::chrono::hours kHangLimit{24};
 
-HttpResponse Json(int status, std::string body) {
-  return HttpResponse{status, "application/json", std::move(body), {}};
-}
+// Descriptors a per-port run needs beyond one listener per provider: the control listener,
+// stdio, logs, DCM and probe connections. Below this headroom Start refuses and suggests ports.
+constexpr rlim_t kFdHeadroom = 256;
 
-HttpResponse Problem(int status, const std::string& title, const std::string& detail) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("type", "about:blank");
-  w.Field("title", title);
-  w.Field("status", status);
-  w.Field("detail", detail);
-  w.EndObject();
-  return HttpResponse{status, "application/problem+json", w.Take(), {}};
-}
+constexpr std::string_view kSharedPrefix = "/p/";
 
-HttpResponse NotFound(const std::string& detail) { return Problem(404, "Not Found", detail); }
-HttpResponse BadRequest(const std::string& detail) { return Problem(400, "Bad Request", detail); }
-HttpResponse MethodNotAllowed(const std::string& method) {
-  return Problem(405, "Method Not Allowed", "method " + method + " is not allowed here");
+HttpResponse ErrorResponse(const Error& e) {
+  if (e.code == ErrorCode::kNotFound) return ProblemResponse(404, "Not Found", e.message);
+  if (e.code == ErrorCode::kInvalidArgument) {
+    std::string detail = e.message;
+    for (const auto& f : e.fields) detail += "; " + f.field + ": " + f.message;
+    return ProblemResponse(400, "Bad Request", detail);
+  }
+  return ProblemResponse(503, "Service Unavailable", e.message);
 }
 
 std::string UrlHost(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
-}
-
-struct Instance {
-  std::string spec;  // minified JSON object
-};
-
-// One simulated provider. Identity fields are fixed at Start; the rest is under `mu`.
-struct Provider {
-  std::string name;
-  std::string service_type;
-  std::string display_name;
-  std::string base_path;  // /api/{service_type}
-  std::string endpoint;
-  std::string region_code;
-  std::string zone;
-  uint16_t port = 0;
-
-  mutable std::mutex mu;
-  FaultConfig fault;
-  std::map<std::string, Instance> instances;
-  std::optional<std::string> id;
-  RegistrationState registration = RegistrationState::kPending;
-  int attempts = 0;
-  std::string last_error;
-
-  ProviderSnapshot Snapshot() const {
-    std::lock_guard lock(mu);
-    return ProviderSnapshot{name,        service_type, endpoint, port,
-                            region_code, zone,         id,       registration,
-                            attempts,    last_error,   fault,    instances.size()};
-  }
-};
-
-void RenderInstance(JsonWriter& w, const Provider& p, const std::string& id, const Instance& inst,
-                    const char* status) {
-  w.BeginObject();
-  w.Field("id", id);
-  w.Field("status", status);
-  w.Field("service_type", p.service_type);
-  w.Field("provider_name", p.name);
-  w.Key("spec");
-  w.Raw(inst.spec);
-  w.EndObject();
-}
-
-void RenderProvider(JsonWriter& w, const ProviderSnapshot& s) {
-  w.BeginObject();
-  w.Field("name", s.name);
-  w.Field("endpoint", s.endpoint);
-  w.Field("service_type", s.service_type);
-  w.Field("port", static_cast<int>(s.port));
-  w.Field("region_code", s.region_code);
-  w.Field("zone", s.zone);
-  w.Key("id");
-  if (s.id) {
-    w.String(*s.id);
-  } else {
-    w.Null();
-  }
-  w.Field("registered", s.registration == RegistrationState::kRegistered);
-  w.Field("registration", RegistrationStateName(s.registration));
-  w.Field("registration_attempts", s.registration_attempts);
-  if (!s.last_error.empty()) w.Field("last_error", s.last_error);
-  w.Key("fault");
-  w.BeginObject();
-  w.Field("health", HealthFaultName(s.fault.health));
-  w.Field("fail_creates", s.fault.fail_creates);
-  w.Field("fail_deletes", s.fault.fail_deletes);
-  w.EndObject();
-  w.Key("instances");
-  w.Uint(s.instances);
-  w.EndObject();
 }
 
 simdjson::dom::parser& Parser() {
@@ -134,207 +62,41 @@ simdjson::dom::parser& Parser() {
   return parser;
 }
 
-// ---- the SP API -------------------------------------------------------------------------
-
-HttpResponse Health(const Provider& p, bool* hang) {
-  HealthFault health;
-  {
-    std::lock_guard lock(p.mu);
-    health = p.fault.health;
-  }
-  switch (health) {
-    case HealthFault::kHealthy:
-      return Json(200, R"({"status":"healthy"})");
-    case HealthFault::kUnhealthy:
-      return Json(200, R"({"status":"unhealthy"})");
-    case HealthFault::kHang:
-      *hang = true;
-      return {};
-    case HealthFault::kUnavailable:
-    case HealthFault::kRefuse:  // a request that slipped in while the listener was closing
-      break;
-  }
-  return Problem(503, "Service Unavailable", "simulated outage of " + p.name);
-}
-
-HttpResponse Create(Provider& p, const HttpRequest& req) {
-  const std::string* id = req.Query("id");
-  if (id == nullptr || id->empty()) return BadRequest("query parameter 'id' is required");
-  if (id->find('/') != std::string::npos) return BadRequest("id must not contain '/'");
-  simdjson::dom::element doc;
-  simdjson::dom::element spec;
-  if (Parser().parse(req.body).get(doc) != simdjson::SUCCESS || !doc.is_object() ||
-      doc["spec"].get(spec) != simdjson::SUCCESS || !spec.is_object()) {
-    return BadRequest("body must be a JSON object with an object 'spec'");
-  }
-  Instance inst{simdjson::minify(spec)};
-  std::lock_guard lock(p.mu);
-  if (p.fault.fail_creates) {
-    return Problem(500, "Internal Server Error", "simulated create failure on " + p.name);
-  }
-  if (p.instances.count(*id) > 0) {
-    return Problem(409, "Conflict", "instance '" + *id + "' already exists on " + p.name);
-  }
-  JsonWriter w;
-  RenderInstance(w, p, *id, inst, "PROVISIONING");
-  p.instances.emplace(*id, std::move(inst));
-  HttpResponse res = Json(201, w.Take());
-  res.headers.emplace_back("Location", p.base_path + "/" + *id);
-  return res;
-}
-
-HttpResponse GetInstance(const Provider& p, const std::string& id) {
-  std::lock_guard lock(p.mu);
-  auto it = p.instances.find(id);
-  if (it == p.instances.end()) return NotFound("no instance '" + id + "' on " + p.name);
-  JsonWriter w;
-  RenderInstance(w, p, id, it->second, "READY");
-  return Json(200, w.Take());
-}
-
-HttpResponse DeleteInstance(Provider& p, const std::string& id) {
-  std::lock_guard lock(p.mu);
-  if (p.fault.fail_deletes) {
-    return Problem(500, "Internal Server Error", "simulated delete failure on " + p.name);
-  }
-  if (p.instances.erase(id) == 0) return NotFound("no instance '" + id + "' on " + p.name);
-  return HttpResponse{204, "", "", {}};
-}
-
-void ServeProvider(Provider* p, HttpRequest req, Respond respond) {
-  const std::string& base = p->base_path;
-  const std::string& path = req.path;
-  const bool read = req.method == "GET" || req.method == "HEAD";
-  if (path == base + "/health") {
-    if (!read) return respond(MethodNotAllowed(req.method));
-    bool hang = false;
-    HttpResponse res = Health(*p, &hang);
-    if (!hang) respond(std::move(res));
-    return;  // hang: drop `respond`; the server holds the request until the client leaves
-  }
-  if (path == base || path == base + "/") {
-    return respond(req.method == "POST" ? Create(*p, req) : MethodNotAllowed(req.method));
-  }
-  if (path.size() > base.size() + 1 && path.compare(0, base.size() + 1, base + "/") == 0) {
-    const std::string id = path.substr(base.size() + 1);
-    if (id.find('/') == std::string::npos) {
-      if (read) return respond(GetInstance(*p, id));
-      if (req.method == "DELETE") return respond(DeleteInstance(*p, id));
-      return respond(MethodNotAllowed(req.method));
-    }
-  }
-  respond(NotFound("no route for " + path));
-}
-
-HttpResponse ErrorResponse(const Error& e) {
-  if (e.code == ErrorCode::kNotFound) return NotFound(e.message);
-  if (e.code == ErrorCode::kInvalidArgument) {
-    std::string detail = e.message;
-    for (const auto& f : e.fields) detail += "; " + f.field + ": " + f.message;
-    return BadRequest(detail);
-  }
-  return Problem(503, "Service Unavailable", e.message);
+// The provider index in a shared-port path "/p/{i}/...", or nullopt.
+std::optional<size_t> SharedIndex(std::string_view path) {
+  if (!path.starts_with(kSharedPrefix)) return std::nullopt;
+  path.remove_prefix(kSharedPrefix.size());
+  size_t index = 0;
+  const char* last = path.data() + path.size();
+  auto [end, ec] = std::from_chars(path.data(), last, index);
+  const bool digits_then_slash =
+      ec == std::errc() && end != path.data() && end != last && *end == '/';
+  return digits_then_slash ? std::optional<size_t>(index) : std::nullopt;
 }
 
 // Identity of provider `i` (SPEC §3.1 fields); port and endpoint come when it listens.
 std::unique_ptr<Provider> NewProvider(const SpSimOptions& o, int i) {
   auto p = std::make_unique<Provider>();
   const size_t n = static_cast<size_t>(i);
-  p->service_type = o.service_types[n % o.service_types.size()];
-  p->name = o.name_prefix + "-" + p->service_type + "-" + std::to_string(i);
-  p->display_name = "Simulated " + p->service_type + " provider " + std::to_string(i);
-  p->region_code = o.region_codes[n % o.region_codes.size()];
-  p->zone = p->region_code + static_cast<char>('a' + (n / o.region_codes.size()) % 3);
-  p->base_path = "/api/" + p->service_type;
+  p->index = static_cast<uint32_t>(i);
+  p->service_type = &o.service_types[n % o.service_types.size()];
+  p->region_code = &o.region_codes[n % o.region_codes.size()];
+  p->zone_letter = static_cast<char>('a' + (n / o.region_codes.size()) % 3);
+  p->name = o.name_prefix + "-" + *p->service_type + "-" + std::to_string(i);
   p->registration =
       o.register_with_dcm ? RegistrationState::kPending : RegistrationState::kDisabled;
   return p;
 }
 
+void SetEndpoint(Provider& p, const SpSimOptions& o, uint16_t port) {
+  p.port = port;
+  std::string origin = "http://" + UrlHost(o.host) + ":" + std::to_string(port);
+  p.path_start = static_cast<uint16_t>(origin.size());
+  std::string path = o.ports > 0 ? std::string(kSharedPrefix) + std::to_string(p.index) : "";
+  p.endpoint = origin + path + "/api/" + *p.service_type;
+}
+
 }  // namespace
-
-// ---- names ------------------------------------------------------------------------------
-
-const char* HealthFaultName(HealthFault fault) {
-  switch (fault) {
-    case HealthFault::kHealthy:
-      return "healthy";
-    case HealthFault::kUnhealthy:
-      return "unhealthy";
-    case HealthFault::kUnavailable:
-      return "503";
-    case HealthFault::kHang:
-      return "hang";
-    case HealthFault::kRefuse:
-      return "refuse";
-  }
-  return "healthy";
-}
-
-Result<HealthFault> ParseHealthFault(std::string_view name) {
-  for (auto f : {HealthFault::kHealthy, HealthFault::kUnhealthy, HealthFault::kUnavailable,
-                 HealthFault::kHang, HealthFault::kRefuse}) {
-    if (name == HealthFaultName(f)) return f;
-  }
-  return MakeError(ErrorCode::kInvalidArgument,
-                   "health must be one of healthy, unhealthy, 503, hang, refuse",
-                   {{"health", "unknown value '" + std::string(name) + "'"}});
-}
-
-const char* RegistrationStateName(RegistrationState state) {
-  switch (state) {
-    case RegistrationState::kDisabled:
-      return "disabled";
-    case RegistrationState::kPending:
-      return "pending";
-    case RegistrationState::kRegistered:
-      return "registered";
-    case RegistrationState::kRejected:
-      return "rejected";
-  }
-  return "pending";
-}
-
-Result<FaultPatch> ParseFaultPatch(std::string_view json) {
-  simdjson::dom::element doc;
-  simdjson::dom::object object;
-  if (Parser().parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS ||
-      doc.get(object) != simdjson::SUCCESS) {
-    return MakeError(ErrorCode::kInvalidArgument, "body must be a JSON object");
-  }
-  FaultPatch patch;
-  std::vector<FieldError> errors;
-  for (auto [key, value] : object) {
-    if (key == "health") {
-      std::string_view text;
-      if (value.get(text) != simdjson::SUCCESS) {
-        errors.push_back({"health", "must be a string"});
-        continue;
-      }
-      auto health = ParseHealthFault(text);
-      if (!health) {
-        errors.push_back(health.error().fields.front());
-        continue;
-      }
-      patch.health = *health;
-    } else if (key == "fail_creates" || key == "fail_deletes") {
-      bool flag = false;
-      if (value.get(flag) != simdjson::SUCCESS) {
-        errors.push_back({std::string(key), "must be a boolean"});
-        continue;
-      }
-      (key == "fail_creates" ? patch.fail_creates : patch.fail_deletes) = flag;
-    } else {
-      errors.push_back({std::string(key), "unknown field"});
-    }
-  }
-  if (!errors.empty()) {
-    return MakeError(ErrorCode::kInvalidArgument, "invalid fault", std::move(errors));
-  }
-  return patch;
-}
-
-// ---- SpSim --------------------------------------------------------------------------------
 
 struct SpSim::Impl {
   SpSimOptions options;
@@ -342,17 +104,23 @@ struct SpSim::Impl {
   std::unique_ptr<http::HttpServer> providers_server;
   std::unique_ptr<http::HttpServer> control_server;
   std::vector<std::unique_ptr<Provider>> providers;
-  std::map<std::string, Provider*> by_name;
+  std::unordered_map<std::string_view, Provider*> by_name;  // views of Provider::name
+  SimShared shared;
+  std::atomic<size_t> registered{0};
   std::string control_host;
   uint16_t control_port = 0;
 
   std::mutex announce_mu;
   std::mutex fault_mu;  // serialises fault changes, so listener close/re-open never interleave
 
+  // Registration: providers due for an attempt, by due time, shared by the workers.
+  using Due = std::pair<Clock::time_point, size_t>;
   std::mutex reg_mu;
   std::condition_variable reg_cv;
+  std::priority_queue<Due, std::vector<Due>, std::greater<>> due;  // under reg_mu
+  int in_flight = 0;      // under reg_mu: attempts running (each may re-queue its provider)
   bool stopping = false;  // under reg_mu
-  std::thread registrar;
+  std::vector<std::thread> registrars;
   std::atomic<bool> stopped{false};
 
   void Announce(const std::string& line) {
@@ -365,19 +133,28 @@ struct SpSim::Impl {
   }
 
   Status Build();
+  Status ListenControl();
+  Status ListenShared();
+  Status ListenPerProvider();
   Result<uint16_t> ListenFor(Provider* p, uint16_t port);
-  // Applies `patch` to `p`, closing or re-opening its listener for kRefuse. Caller holds
-  // fault_mu. `log`: one line per provider (false when the caller logs for all).
+  void ServeShared(size_t slot, HttpRequest req, Respond respond);
+  // Applies `patch` to `p`, closing or re-opening its listener for kRefuse in per-port mode.
+  // Caller holds fault_mu. `log`: one line per provider (false when the caller logs for all).
   Status ApplyFault(Provider& p, const FaultPatch& patch, bool log);
   void LogFaultAll(const FaultPatch& patch);
+  void StartRegistration();
   void RegistrarLoop();
   std::optional<std::chrono::milliseconds> RegisterOnce(http::HttpClient& client, Provider& p);
   Status SetFault(const std::string& name, const FaultPatch& patch);
   Status SetFaultAll(const FaultPatch& patch);
+  SimStats Stats() const;
   HttpResponse Control(const HttpRequest& req);
   HttpResponse ProviderJson(const std::string& name) const;
   HttpResponse AllProvidersJson() const;
+  HttpResponse StatsJson() const;
 };
+
+// ---- listeners and routing ----------------------------------------------------------------
 
 Status SpSim::Impl::Build() {
   http::ServerOptions server_options;
@@ -385,6 +162,20 @@ Status SpSim::Impl::Build() {
   server_options.handler_timeout = kHangLimit;
   ASSIGN_OR_RETURN(providers_server, http::HttpServer::Create(server_options));
   ASSIGN_OR_RETURN(control_server, http::HttpServer::Create(http::ServerOptions{}));
+  RETURN_IF_ERROR(ListenControl());
+  providers.reserve(static_cast<size_t>(options.count));
+  by_name.reserve(static_cast<size_t>(options.count));
+  for (int i = 0; i < options.count; ++i) {
+    auto p = NewProvider(options, i);
+    if (!by_name.emplace(p->name, p.get()).second) {
+      return MakeError(ErrorCode::kInvalidArgument, "duplicate provider name " + p->name);
+    }
+    providers.push_back(std::move(p));
+  }
+  return options.ports > 0 ? ListenShared() : ListenPerProvider();
+}
+
+Status SpSim::Impl::ListenControl() {
   const size_t colon = options.control_listen.rfind(':');
   control_host = colon == std::string::npos ? "" : options.control_listen.substr(0, colon);
   if (control_host.size() >= 2 && control_host.front() == '[') {
@@ -395,25 +186,50 @@ Status SpSim::Impl::Build() {
                                                         [this](HttpRequest req, Respond respond) {
                                                           respond(Control(req));
                                                         }));
-  for (int i = 0; i < options.count; ++i) {
-    auto p = NewProvider(options, i);
-    if (by_name.count(p->name) > 0) {
-      return MakeError(ErrorCode::kInvalidArgument, "duplicate provider name " + p->name);
+  return OkStatus();
+}
+
+Status SpSim::Impl::ListenPerProvider() {
+  for (auto& p : providers) {
+    ASSIGN_OR_RETURN(uint16_t port, ListenFor(p.get(), 0));
+    SetEndpoint(*p, options, port);
+  }
+  return OkStatus();
+}
+
+Status SpSim::Impl::ListenShared() {
+  const size_t slots = std::min(providers.size(), static_cast<size_t>(options.ports));
+  for (size_t slot = 0; slot < slots; ++slot) {
+    ASSIGN_OR_RETURN(uint16_t port, providers_server->Listen(
+                                        UrlHost(options.host) + ":0",
+                                        [this, slot](HttpRequest req, Respond respond) {
+                                          ServeShared(slot, std::move(req), std::move(respond));
+                                        }));
+    for (size_t i = slot; i < providers.size(); i += slots) {
+      SetEndpoint(*providers[i], options, port);
     }
-    ASSIGN_OR_RETURN(p->port, ListenFor(p.get(), 0));
-    p->endpoint = "http://" + UrlHost(options.host) + ":" + std::to_string(p->port) + p->base_path;
-    by_name.emplace(p->name, p.get());
-    providers.push_back(std::move(p));
   }
   return OkStatus();
 }
 
 Result<uint16_t> SpSim::Impl::ListenFor(Provider* p, uint16_t port) {
   return providers_server->Listen(UrlHost(options.host) + ":" + std::to_string(port),
-                                  [p](HttpRequest req, Respond respond) {
-                                    ServeProvider(p, std::move(req), std::move(respond));
+                                  [this, p](HttpRequest req, Respond respond) {
+                                    ServeProvider(*p, shared, std::move(req), std::move(respond));
                                   });
 }
+
+// O(1): the index in "/p/{i}/" picks the provider; it must live on this listener.
+void SpSim::Impl::ServeShared(size_t slot, HttpRequest req, Respond respond) {
+  const auto index = SharedIndex(req.path);
+  const size_t slots = std::min(providers.size(), static_cast<size_t>(options.ports));
+  if (!index || *index >= providers.size() || *index % slots != slot) {
+    return respond(ProblemResponse(404, "Not Found", "no provider at " + req.path));
+  }
+  ServeProvider(*providers[*index], shared, std::move(req), std::move(respond));
+}
+
+// ---- faults -------------------------------------------------------------------------------
 
 Status SpSim::Impl::ApplyFault(Provider& p, const FaultPatch& patch, bool log) {
   FaultConfig before;
@@ -427,9 +243,9 @@ Status SpSim::Impl::ApplyFault(Provider& p, const FaultPatch& patch, bool log) {
   if (patch.fail_deletes) after.fail_deletes = *patch.fail_deletes;
   const bool was_refusing = before.health == HealthFault::kRefuse;
   const bool refuses = after.health == HealthFault::kRefuse;
-  if (!was_refusing && refuses) {
+  if (!shared.shared_ports && !was_refusing && refuses) {
     providers_server->CloseListener(p.port);
-  } else if (was_refusing && !refuses) {
+  } else if (!shared.shared_ports && was_refusing && !refuses) {
     auto port = ListenFor(&p, p.port);
     if (!port) {
       logger->error("msg=\"cannot re-open provider port\" name={} port={} error=\"{}\"", p.name,
@@ -459,6 +275,22 @@ void SpSim::Impl::LogFaultAll(const FaultPatch& patch) {
                text(patch.fail_creates), text(patch.fail_deletes));
 }
 
+Status SpSim::Impl::SetFault(const std::string& name, const FaultPatch& patch) {
+  auto it = by_name.find(name);
+  if (it == by_name.end()) {
+    return MakeError(ErrorCode::kNotFound, "no simulated provider '" + name + "'");
+  }
+  std::lock_guard lock(fault_mu);
+  return ApplyFault(*it->second, patch, true);
+}
+
+Status SpSim::Impl::SetFaultAll(const FaultPatch& patch) {
+  std::lock_guard lock(fault_mu);
+  for (auto& p : providers) RETURN_IF_ERROR(ApplyFault(*p, patch, false));
+  LogFaultAll(patch);
+  return OkStatus();
+}
+
 // ---- registration -----------------------------------------------------------------------
 
 std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpClient& client,
@@ -467,16 +299,16 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpCli
   w.BeginObject();
   w.Field("name", p.name);
   w.Field("endpoint", p.endpoint);
-  w.Field("service_type", p.service_type);
-  w.Field("display_name", p.display_name);
+  w.Field("service_type", *p.service_type);
+  w.Field("display_name", "Simulated " + *p.service_type + " provider " + std::to_string(p.index));
   w.Key("operations");
   w.BeginArray();
   for (const char* op : {"create", "read", "delete"}) w.String(op);
   w.EndArray();
   w.Key("metadata");
   w.BeginObject();
-  w.Field("region_code", p.region_code);
-  w.Field("zone", p.zone);
+  w.Field("region_code", *p.region_code);
+  w.Field("zone", p.zone());
   w.EndObject();
   w.EndObject();
   auto res = client.Request("POST", options.api_prefix + "/providers", w.Take(), "application/json",
@@ -516,6 +348,7 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpCli
     }
   }
   if (error.empty()) {
+    registered.fetch_add(1, std::memory_order_relaxed);
     logger->info("msg=\"registered\" name={} id={} endpoint={} status={}", p.name, id, p.endpoint,
                  res->status);
     Announce("registered name=" + p.name + " id=" + id + " endpoint=" + p.endpoint);
@@ -542,63 +375,89 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpCli
   return delay;
 }
 
-void SpSim::Impl::RegistrarLoop() {
-  http::HttpClient client(options.dcm_url);
-  using Due = std::pair<Clock::time_point, size_t>;
-  std::priority_queue<Due, std::vector<Due>, std::greater<>> due;
+void SpSim::Impl::StartRegistration() {
   const auto now = Clock::now();
   for (size_t i = 0; i < providers.size(); ++i) due.emplace(now, i);
+  const int workers = std::min(options.register_concurrency, static_cast<int>(providers.size()));
+  for (int i = 0; i < workers; ++i) registrars.emplace_back([this] { RegistrarLoop(); });
+}
+
+// One worker: takes the provider due first, attempts it with its own keep-alive connection and
+// re-queues it at its backoff. Workers exit once nothing is queued or in flight.
+void SpSim::Impl::RegistrarLoop() {
+  http::HttpClient client(options.dcm_url);
   std::unique_lock lock(reg_mu);
-  while (!due.empty()) {
+  while (!stopping) {
+    if (due.empty()) {
+      if (in_flight == 0) break;
+      reg_cv.wait(lock);  // an attempt in flight may re-queue its provider
+      continue;
+    }
     const auto [when, index] = due.top();
-    if (reg_cv.wait_until(lock, when, [this] { return stopping; })) return;
+    if (when > Clock::now()) {
+      reg_cv.wait_until(lock, when);  // or earlier: a sooner retry, or Stop
+      continue;
+    }
     due.pop();
+    ++in_flight;
     lock.unlock();
-    auto retry_in = RegisterOnce(client, *providers[index]);
+    const auto retry_in = RegisterOnce(client, *providers[index]);
     lock.lock();
+    --in_flight;
     if (retry_in) due.emplace(Clock::now() + *retry_in, index);
+    // Wakes a worker for the new entry, or lets idle workers see that all is done.
+    if (retry_in || (due.empty() && in_flight == 0)) reg_cv.notify_all();
   }
+  reg_cv.notify_all();  // Let the others leave too.
 }
 
 // ---- control API --------------------------------------------------------------------------
 
-Status SpSim::Impl::SetFault(const std::string& name, const FaultPatch& patch) {
-  auto it = by_name.find(name);
-  if (it == by_name.end()) {
-    return MakeError(ErrorCode::kNotFound, "no simulated provider '" + name + "'");
-  }
-  std::lock_guard lock(fault_mu);
-  return ApplyFault(*it->second, patch, true);
+SimStats SpSim::Impl::Stats() const {
+  return SimStats{providers.size(), shared.health_probes.load(std::memory_order_relaxed),
+                  registered.load(std::memory_order_relaxed)};
 }
 
-Status SpSim::Impl::SetFaultAll(const FaultPatch& patch) {
-  std::lock_guard lock(fault_mu);
-  for (auto& p : providers) RETURN_IF_ERROR(ApplyFault(*p, patch, false));
-  LogFaultAll(patch);
-  return OkStatus();
+HttpResponse SpSim::Impl::StatsJson() const {
+  const SimStats s = Stats();
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("providers");
+  w.Uint(s.providers);
+  w.Key("health_probes");
+  w.Uint(s.health_probes);
+  w.Key("registered");
+  w.Uint(s.registered);
+  w.EndObject();
+  return JsonResponse(200, w.Take());
 }
 
 HttpResponse SpSim::Impl::ProviderJson(const std::string& name) const {
   auto it = by_name.find(name);
-  if (it == by_name.end()) return NotFound("no simulated provider '" + name + "'");
+  if (it == by_name.end()) {
+    return ProblemResponse(404, "Not Found", "no simulated provider '" + name + "'");
+  }
   JsonWriter w;
-  RenderProvider(w, it->second->Snapshot());
-  return Json(200, w.Take());
+  RenderProvider(w, it->second->Snapshot(shared));
+  return JsonResponse(200, w.Take());
 }
 
 HttpResponse SpSim::Impl::AllProvidersJson() const {
   JsonWriter w;
   w.BeginArray();
-  for (const auto& p : providers) RenderProvider(w, p->Snapshot());
+  for (const auto& p : providers) RenderProvider(w, p->Snapshot(shared));
   w.EndArray();
-  return Json(200, w.Take());
+  return JsonResponse(200, w.Take());
 }
 
-// GET /sim/providers[/{name}], PUT /sim/providers/{name}/fault, PUT /sim/fault.
+// GET /sim/stats, GET /sim/providers[/{name}], PUT /sim/providers/{name}/fault, PUT /sim/fault.
 HttpResponse SpSim::Impl::Control(const HttpRequest& req) {
   static const std::string kProviders = "/sim/providers";
   static const std::string kFaultSuffix = "/fault";
   const std::string& path = req.path;
+  if (path == "/sim/stats") {
+    return req.method == "GET" ? StatsJson() : MethodNotAllowed(req.method);
+  }
   if (path == kProviders) {
     return req.method == "GET" ? AllProvidersJson() : MethodNotAllowed(req.method);
   }
@@ -609,7 +468,9 @@ HttpResponse SpSim::Impl::Control(const HttpRequest& req) {
     if (auto st = SetFaultAll(*patch); !st) return ErrorResponse(st.error());
     return AllProvidersJson();
   }
-  if (path.rfind(kProviders + "/", 0) != 0) return NotFound("no route for " + path);
+  if (path.rfind(kProviders + "/", 0) != 0) {
+    return ProblemResponse(404, "Not Found", "no route for " + path);
+  }
   std::string name = path.substr(kProviders.size() + 1);
   if (!name.ends_with(kFaultSuffix)) {
     return req.method == "GET" ? ProviderJson(name) : MethodNotAllowed(req.method);
@@ -624,9 +485,15 @@ HttpResponse SpSim::Impl::Control(const HttpRequest& req) {
 
 // ---- public API ---------------------------------------------------------------------------
 
-Result<std::unique_ptr<SpSim>> SpSim::Start(SpSimOptions options) {
+namespace {
+
+Status ValidateOptions(SpSimOptions& options) {
   auto bad = [](const std::string& why) { return MakeError(ErrorCode::kInvalidArgument, why); };
   if (options.count < 0 || options.count > 60000) return bad("count must be in 0..60000");
+  if (options.ports < 0 || options.ports > 60000) return bad("ports must be in 0..60000");
+  if (options.register_concurrency < 1 || options.register_concurrency > 1024) {
+    return bad("register_concurrency must be in 1..1024");
+  }
   if (options.service_types.empty()) return bad("service_types must not be empty");
   if (options.region_codes.empty()) return bad("region_codes must not be empty");
   if (options.name_prefix.empty()) return bad("name_prefix must not be empty");
@@ -645,9 +512,27 @@ Result<std::unique_ptr<SpSim>> SpSim::Start(SpSimOptions options) {
     if (!url) return bad("dcm_url " + url.error().message);
     if (url->scheme != "http") return bad("dcm_url must be http (https is not supported yet)");
   }
+  // One listener per provider: fail with a hint rather than with EMFILE halfway through.
+  rlimit limit{};
+  if (options.ports == 0 && getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur != RLIM_INFINITY &&
+      static_cast<rlim_t>(options.count) + kFdHeadroom > limit.rlim_cur) {
+    return bad("count " + std::to_string(options.count) +
+               " needs one listener descriptor per provider but the open files limit is " +
+               std::to_string(limit.rlim_cur) + ": use shared ports (ports / --ports)");
+  }
+  return OkStatus();
+}
 
+}  // namespace
+
+Result<std::unique_ptr<SpSim>> SpSim::Start(SpSimOptions options) {
+  RETURN_IF_ERROR(ValidateOptions(options));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->shared.version = impl->options.version;
+  impl->shared.epoch_ms = SystemMillis();
+  impl->shared.shared_ports = impl->options.ports > 0;
   if (auto st = impl->Build(); !st) {
     // Stop the servers before the providers their handlers point at go away.
     if (impl->control_server) impl->control_server->Stop();
@@ -657,11 +542,13 @@ Result<std::unique_ptr<SpSim>> SpSim::Start(SpSimOptions options) {
   Impl* raw = impl.get();
   raw->Announce("sp-sim control http://" + UrlHost(raw->control_host) + ":" +
                 std::to_string(raw->control_port));
-  raw->logger->info("msg=\"started\" providers={} control_port={} register={}",
-                    raw->providers.size(), raw->control_port, raw->options.register_with_dcm);
-  if (raw->options.register_with_dcm && !raw->providers.empty()) {
-    raw->registrar = std::thread([raw] { raw->RegistrarLoop(); });
-  }
+  raw->logger->info(
+      "msg=\"started\" providers={} ports={} control_port={} register={} "
+      "register_concurrency={}",
+      raw->providers.size(),
+      raw->options.ports > 0 ? std::to_string(raw->options.ports) : "per-provider",
+      raw->control_port, raw->options.register_with_dcm, raw->options.register_concurrency);
+  if (raw->options.register_with_dcm && !raw->providers.empty()) raw->StartRegistration();
   return std::unique_ptr<SpSim>(new SpSim(std::move(impl)));
 }
 
@@ -676,7 +563,7 @@ void SpSim::Stop() {
     impl_->stopping = true;
   }
   impl_->reg_cv.notify_all();
-  if (impl_->registrar.joinable()) impl_->registrar.join();
+  for (auto& t : impl_->registrars) t.join();
   impl_->control_server->Stop();
   impl_->providers_server->Stop();
   impl_->logger->info("msg=\"stopped\"");
@@ -691,9 +578,11 @@ std::string SpSim::control_url() const {
 std::vector<ProviderSnapshot> SpSim::Providers() const {
   std::vector<ProviderSnapshot> out;
   out.reserve(impl_->providers.size());
-  for (const auto& p : impl_->providers) out.push_back(p->Snapshot());
+  for (const auto& p : impl_->providers) out.push_back(p->Snapshot(impl_->shared));
   return out;
 }
+
+SimStats SpSim::Stats() const { return impl_->Stats(); }
 
 Status SpSim::SetFault(const std::string& name, const FaultPatch& patch) {
   return impl_->SetFault(name, patch);

@@ -1,14 +1,21 @@
 // SpSim: simulated Service Providers (`dcm sp-sim`) for development, e2e tests and load.
 //
-// N providers in one process, each on its own listener port of one HttpServer, serving the SP
-// side of SPEC §3.2/§3.3:
-//   GET    {endpoint}/health     200 {"status":"healthy"} (or the injected fault)
+// N providers in one process on one HttpServer thread, serving the SP side of SPEC §3.2/§3.3:
+//   GET    {endpoint}/health     200 {"status":"healthy","version","uptime"} (or the fault)
 //   POST   {endpoint}?id=X       {"spec":{...}} → 201 {"id","status":"PROVISIONING",...}
 //   GET    {endpoint}/{id}       200 / 404
 //   DELETE {endpoint}/{id}       204 / 404
-// where endpoint = http://{host}:{port}/api/{service_type}. Each provider registers itself with
-// DCM (POST {dcm_url}{api_prefix}/providers, SPEC §3.1) from a background thread, retrying
-// 5xx and connection errors with exponential backoff, so serving never waits on DCM.
+// Port modes:
+//   ports == 0  one listener per provider, endpoint = http://{host}:{port}/api/{service_type}
+//               (one descriptor each: fine for ~1000 providers)
+//   ports == N  N shared listeners, provider i on listener i % N, endpoint =
+//               http://{host}:{port}/p/{i}/api/{service_type}; requests are routed by the /p/{i}
+//               prefix in O(1) (50,000 providers fit in a few descriptors)
+// Each provider registers itself with DCM (POST {dcm_url}{api_prefix}/providers, SPEC §3.1)
+// from `register_concurrency` background workers, retrying 5xx and connection errors with
+// exponential backoff, so serving never waits on DCM. Every GET {endpoint}/health is counted
+// (and its arrival time kept, last 64) whatever the fault answers, so tests and benchmarks can
+// check what DCM's prober (SPEC §3.2) actually sent.
 //
 // Faults are set at run time through a control HTTP API (see docs/http.md) or SetFault.
 //
@@ -38,14 +45,22 @@ namespace dcm::sim {
 
 // What GET {endpoint}/health does.
 enum class HealthFault {
-  kHealthy,      // 200 {"status":"healthy"}
-  kUnhealthy,    // 200 {"status":"unhealthy"}
+  kHealthy,      // 200 {"status":"healthy","version":...,"uptime":...}
+  kUnhealthy,    // 200 {"status":"unhealthy","version":...,"uptime":...}
   kUnavailable,  // 503 problem+json ("503")
   kHang,         // never answers; the request is held until the client leaves
-  kRefuse,       // the provider's listener is closed: connections are refused
+  kRefuse,       // per-port mode: the listener is closed, connections are refused; shared-port
+                 // mode: every request of the provider gets its connection closed, no response
+  kBadBody,      // 200 {"status":"ok"}: JSON, but not a status the seed defines ("bad_body")
+  kNotJson,      // 200 text/plain "OK" ("not_json")
 };
 
-const char* HealthFaultName(HealthFault fault);  // "healthy", "unhealthy", "503", "hang", "refuse"
+inline constexpr HealthFault kAllHealthFaults[] = {
+    HealthFault::kHealthy, HealthFault::kUnhealthy, HealthFault::kUnavailable, HealthFault::kHang,
+    HealthFault::kRefuse,  HealthFault::kBadBody,   HealthFault::kNotJson};
+
+// "healthy", "unhealthy", "503", "hang", "refuse", "bad_body", "not_json"
+const char* HealthFaultName(HealthFault fault);
 Result<HealthFault> ParseHealthFault(std::string_view name);
 
 struct FaultConfig {
@@ -72,8 +87,8 @@ const char* RegistrationStateName(RegistrationState state);
 struct ProviderSnapshot {
   std::string name;  // {prefix}-{service_type}-{i}
   std::string service_type;
-  std::string endpoint;  // http://{host}:{port}/api/{service_type}
-  uint16_t port = 0;
+  std::string endpoint;  // http://{host}:{port}[/p/{i}]/api/{service_type}
+  uint16_t port = 0;     // its listener's (shared with others when SpSimOptions::ports > 0)
   std::string region_code;
   std::string zone;
   std::optional<std::string> id;  // the id DCM returned, once registered
@@ -82,13 +97,30 @@ struct ProviderSnapshot {
   std::string last_error;  // of the last failed registration attempt
   FaultConfig fault;
   size_t instances = 0;
+  // GET {endpoint}/health requests received, whatever the fault answered (hang included).
+  uint64_t health_probes = 0;
+  // Arrival times of the last (up to) 64 of them, oldest first: ms since the Unix epoch,
+  // system clock (comparable with DCM's event times).
+  std::vector<int64_t> recent_probe_times_ms;
+};
+
+// The cheap aggregate behind GET /sim/stats: no per-provider objects, for 10k-provider runs.
+struct SimStats {
+  size_t providers = 0;
+  uint64_t health_probes = 0;  // over all providers
+  size_t registered = 0;       // providers in RegistrationState::kRegistered
 };
 
 struct SpSimOptions {
   // DCM base URL (http only); the registration target is {dcm_url}{api_prefix}/providers.
   std::string dcm_url = "http://127.0.0.1:8080";
-  // Number of simulated providers; 1000 is fine (one listener each, one thread in all).
+  // Number of simulated providers (0..60000). With ports == 0 each needs a descriptor: ~1000
+  // is fine; use ports > 0 for more.
   int count = 3;
+  // 0: one listener port per provider. N > 0: N shared listener ports, provider i on port
+  // i % N, endpoints prefixed with /p/{i}; at most `count` listeners are opened. 8–64 spreads
+  // DCM's kept-alive probe connections without costing descriptors.
+  int ports = 0;
   // Provider i gets service_types[i % size] (round robin).
   std::vector<std::string> service_types{"vm", "container", "database"};
   // Provider names are {name_prefix}-{service_type}-{i}.
@@ -108,6 +140,12 @@ struct SpSimOptions {
   std::chrono::milliseconds register_backoff_cap{60000};
   // Per registration request.
   std::chrono::milliseconds register_timeout{10000};
+  // Registration workers, each with its own keep-alive connection to DCM (1..1024). One at a
+  // time, 50,000 providers wait on 50,000 round trips; 8 overlap them without flooding DCM.
+  int register_concurrency = 8;
+  // Reported as "version" in the health body (the seed's example has one); the CLI passes
+  // DCM's own version.
+  std::string version = "dev";
   // Receives the stdout announcements (`sp-sim control http://...`, `registered name=...`),
   // one line each, without newline. Called from several threads, never concurrently.
   // Default: std::cout, flushed after each line.
@@ -116,9 +154,10 @@ struct SpSimOptions {
 
 class SpSim {
  public:
-  // Opens the control listener and one listener per provider, announces the control URL, then
-  // starts registering in the background. kInvalidArgument for bad options, kUnavailable if a
-  // port cannot be bound.
+  // Opens the control listener and the provider listeners (one per provider, or `ports`),
+  // announces the control URL, then starts registering in the background. kInvalidArgument for
+  // bad options (also a per-port count that cannot fit under the soft RLIMIT_NOFILE),
+  // kUnavailable if a port cannot be bound.
   static Result<std::unique_ptr<SpSim>> Start(SpSimOptions options);
 
   ~SpSim();  // Stop()
@@ -132,10 +171,12 @@ class SpSim {
   std::string control_url() const;  // http://HOST:PORT
 
   std::vector<ProviderSnapshot> Providers() const;
+  SimStats Stats() const;  // O(1): counters, not a walk over the providers
 
-  // Applies `patch` to one provider (kNotFound if unknown) or to all. Switching to kRefuse
-  // closes the provider's listener; switching away from it listens on the same port again
-  // (kUnavailable if that fails; the provider then stays in kRefuse).
+  // Applies `patch` to one provider (kNotFound if unknown) or to all. In per-port mode,
+  // switching to kRefuse closes the provider's listener and switching away from it listens on
+  // the same port again (kUnavailable if that fails; the provider then stays in kRefuse). In
+  // shared-port mode no listener changes: the provider's requests get their connection closed.
   Status SetFault(const std::string& name, const FaultPatch& patch);
   Status SetFaultAll(const FaultPatch& patch);
 

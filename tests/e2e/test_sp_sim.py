@@ -1,6 +1,7 @@
 """`dcm sp-sim` against a real `dcm serve`: simulated SPs register themselves with DCM's client
 behaviour (retrying while DCM is down), serve the SP API, and take fault knobs at run time."""
 
+import http.client
 import socket
 import unittest
 
@@ -15,10 +16,20 @@ def free_port():
     return port
 
 
+def health(endpoint):
+    """GET {endpoint}/health on a fresh connection."""
+    client = Client(endpoint)
+    try:
+        return client.get(f"/{endpoint.split('/', 3)[3]}/health")
+    finally:
+        client.close()
+
+
 class SpSimTest(unittest.TestCase):
-    def start_sim(self, dcm_url, count):
+    def start_sim(self, dcm_url, count, extra=()):
         sim = Process([DCM_BIN, "sp-sim", "--dcm-url", dcm_url, "--count", str(count),
-                       "--service-types", "vm,container", "--name-prefix", "e2e"], "sp-sim")
+                       "--service-types", "vm,container", "--name-prefix", "e2e", *extra],
+                      "sp-sim")
         line = sim.read_line()
         self.assertTrue(line.startswith("sp-sim control http://"), line)
         return sim, Client(line.split(" ")[2])
@@ -43,19 +54,65 @@ class SpSimTest(unittest.TestCase):
                 # The SP API the simulator serves (SPEC §3.3).
                 sp = Client(p["endpoint"])
                 path = p["endpoint"].split("/", 3)[3]
-                self.assertEqual(sp.get(f"/{path}/health").json(), {"status": "healthy"})
+                body = sp.get(f"/{path}/health").json()
+                self.assertEqual(body["status"], "healthy")  # the seed's body
+                self.assertIsInstance(body["version"], str)
+                self.assertIsInstance(body["uptime"], int)
                 created = sp.post(f"/{path}?id=inst-1", {"spec": {"cpu": 2}})
                 self.assertEqual(created.status, 201, created)
                 self.assertEqual(sp.request("DELETE", f"/{path}/inst-1").status, 204)
                 self.assertEqual(sp.request("DELETE", f"/{path}/inst-1").status, 404)
+                sp.close()
             # Fault knobs at run time.
             name = sorted(by_name)[0]
             r = control.request("PUT", f"/sim/providers/{name}/fault", {"health": "unhealthy"})
             self.assertEqual(r.status, 200, r)
-            path = by_name[name]["endpoint"].split("/", 3)[3]
-            self.assertEqual(Client(by_name[name]["endpoint"]).get(f"/{path}/health").json(),
-                             {"status": "unhealthy"})
+            self.assertEqual(health(by_name[name]["endpoint"]).json()["status"], "unhealthy")
         finally:
+            control.close()
+            sim.kill()
+            server.stop()
+
+    def test_shared_ports_route_by_prefix_and_register_concurrently(self):
+        server = DevServer()
+        sim, control = self.start_sim(server.url, 6, ["--ports", "2",
+                                                      "--register-concurrency", "3"])
+        try:
+            wait_until(lambda: control.get("/sim/stats").json()["registered"] == 6, timeout=30,
+                       what="6 registered providers")
+            registry = {p["name"]: p for p in
+                        server.client.get(f"{API}/providers").json()["providers"]}
+            sims = control.get("/sim/providers").json()
+            self.assertEqual(sorted(registry), sorted(p["name"] for p in sims))
+            self.assertEqual(len({p["port"] for p in sims}), 2)
+            for i, p in enumerate(sims):
+                self.assertIn(f"/p/{i}/api/", p["endpoint"])
+                self.assertEqual(registry[p["name"]]["endpoint"], p["endpoint"])
+                self.assertEqual(health(p["endpoint"]).json()["status"], "healthy")
+                # Every GET /health is counted, DCM's probes included.
+                self.assertGreaterEqual(control.get(f"/sim/providers/{p['name']}").json()
+                                        ["health_probes"], 1)
+            stats = control.get("/sim/stats").json()
+            self.assertEqual(stats["providers"], 6)
+            self.assertGreaterEqual(stats["health_probes"], 6)
+            # refuse on a shared port: that provider's connections close without a response,
+            # its neighbours on the same port still answer.
+            refused, neighbour = sims[0], sims[2]
+            self.assertEqual(refused["port"], neighbour["port"])
+            r = control.request("PUT", f"/sim/providers/{refused['name']}/fault",
+                                {"health": "refuse"})
+            self.assertEqual(r.status, 200, r)
+            with self.assertRaises((ConnectionError, http.client.HTTPException)):
+                health(refused["endpoint"])
+            self.assertEqual(health(neighbour["endpoint"]).json()["status"], "healthy")
+            for fault in ("bad_body", "not_json"):
+                control.request("PUT", f"/sim/providers/{refused['name']}/fault",
+                                {"health": fault})
+                r = health(refused["endpoint"])
+                self.assertEqual((r.status, r.body),
+                                 (200, b'{"status":"ok"}' if fault == "bad_body" else b"OK"))
+        finally:
+            control.close()
             sim.kill()
             server.stop()
 
@@ -75,6 +132,7 @@ class SpSimTest(unittest.TestCase):
             self.assertTrue(all(p["registration"] == "registered"
                                 for p in control.get("/sim/providers").json()))
         finally:
+            control.close()
             sim.kill()
             if server:
                 server.stop()

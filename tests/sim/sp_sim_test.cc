@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,14 +37,18 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit 
 }
 
 // DCM's POST /api/v1alpha1/providers: answers `failures` 503s first, then `final_status` with
-// id "id-<name>". Records each request body.
+// id "id-<name>". Records each request body and how often each name got a success. With
+// `gate` > 0 the first `gate` requests are held until that many wait at once, which only
+// concurrent registration workers can achieve.
 class FakeDcm {
  public:
-  explicit FakeDcm(int failures, int final_status = 201)
-      : failures_(failures), final_status_(final_status) {
+  explicit FakeDcm(int failures, int final_status = 201, size_t gate = 0)
+      : failures_(failures), final_status_(final_status), gate_(gate) {
     server_ = std::move(*http::HttpServer::Create({}));
-    port_ = *server_->Listen("127.0.0.1:0",
-                             [this](HttpRequest req, Respond respond) { respond(Handle(req)); });
+    port_ = *server_->Listen("127.0.0.1:0", [this](HttpRequest req, Respond respond) {
+      if (gate_ > 0) return HandleGated(req, std::move(respond));
+      respond(Handle(req));
+    });
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<std::string> bodies() const {
@@ -49,13 +56,43 @@ class FakeDcm {
     return bodies_;
   }
   size_t requests() const { return bodies().size(); }
+  std::map<std::string, int> successes() const {
+    std::lock_guard lock(mu_);
+    return successes_;
+  }
+  bool gate_opened() const {
+    std::lock_guard lock(mu_);
+    return gate_opened_;
+  }
 
  private:
+  void HandleGated(const HttpRequest& req, Respond respond) {
+    std::vector<std::pair<Respond, HttpResponse>> release;
+    {
+      std::lock_guard lock(mu_);
+      if (gate_opened_ || gate_ == 0) {
+        release.emplace_back(std::move(respond), Answer(req));
+      } else {
+        held_.emplace_back(std::move(respond), Answer(req));
+        if (held_.size() == gate_) {
+          gate_opened_ = true;
+          release.swap(held_);
+        }
+      }
+    }
+    for (auto& [r, res] : release) r(std::move(res));
+  }
+
   HttpResponse Handle(const HttpRequest& req) {
+    std::lock_guard lock(mu_);
+    return Answer(req);
+  }
+
+  // Caller holds mu_.
+  HttpResponse Answer(const HttpRequest& req) {
     if (req.method != "POST" || req.path != "/api/v1alpha1/providers") {
       return HttpResponse{404, "application/json", "{}", {}};
     }
-    std::lock_guard lock(mu_);
     bodies_.push_back(req.body);
     if (failures_ > 0) {
       --failures_;
@@ -63,6 +100,7 @@ class FakeDcm {
     }
     simdjson::dom::parser parser;
     std::string_view name = parser.parse(req.body)["name"].get_string().value_unsafe();
+    if (final_status_ < 300) ++successes_[std::string(name)];
     return HttpResponse{final_status_,
                         "application/json",
                         R"({"id":"id-)" + std::string(name) + R"(","status":"registered"})",
@@ -72,7 +110,11 @@ class FakeDcm {
   mutable std::mutex mu_;
   int failures_;
   int final_status_;
+  size_t gate_;
+  bool gate_opened_ = false;
+  std::vector<std::pair<Respond, HttpResponse>> held_;
   std::vector<std::string> bodies_;
+  std::map<std::string, int> successes_;
   std::unique_ptr<http::HttpServer> server_;
   uint16_t port_ = 0;
 };
@@ -107,6 +149,17 @@ class SpSimTest : public ::testing::Test {
   }
   Result<HttpResponse> Health(size_t i, std::chrono::milliseconds timeout = 5s) {
     return http::Fetch("GET", Provider(i).endpoint + "/health", "", timeout);
+  }
+  // The "status" of provider i's health body, or what went wrong.
+  std::string HealthStatus(size_t i) {
+    auto res = Health(i);
+    if (!res) return "error: " + res.error().message;
+    simdjson::dom::parser parser;
+    std::string_view status;
+    if (parser.parse(res->body)["status"].get(status) != simdjson::SUCCESS) {
+      return std::to_string(res->status) + " " + res->body;
+    }
+    return std::string(status);
   }
 
   std::mutex mu_;
@@ -203,7 +256,13 @@ TEST_F(SpSimTest, HealthFaultsToggleThroughTheControlApi) {
   auto healthy = Health(0);
   ASSERT_TRUE(healthy);
   EXPECT_EQ(healthy->status, 200);
-  EXPECT_EQ(healthy->body, R"({"status":"healthy"})");
+  EXPECT_EQ(healthy->content_type, "application/json");
+  simdjson::dom::parser parser;
+  simdjson::dom::element body = parser.parse(healthy->body);  // the seed's body
+  EXPECT_EQ(std::string_view(body["status"]), "healthy");
+  EXPECT_EQ(std::string_view(body["version"]), "dev");
+  EXPECT_TRUE(body["uptime"].is_int64());
+  EXPECT_GE(int64_t(body["uptime"]), 0);
 
   auto set = Control("PUT", "/sim/providers/" + name + "/fault", R"({"health":"unhealthy"})");
   ASSERT_TRUE(set);
@@ -212,15 +271,76 @@ TEST_F(SpSimTest, HealthFaultsToggleThroughTheControlApi) {
   auto unhealthy = Health(0);
   ASSERT_TRUE(unhealthy);
   EXPECT_EQ(unhealthy->status, 200);
-  EXPECT_EQ(unhealthy->body, R"({"status":"unhealthy"})");
-  EXPECT_EQ(Health(1)->body, R"({"status":"healthy"})");  // the other provider is untouched
+  EXPECT_EQ(HealthStatus(0), "unhealthy");
+  EXPECT_EQ(HealthStatus(1), "healthy");  // the other provider is untouched
 
   ASSERT_EQ(Control("PUT", "/sim/fault", R"({"health":"503"})")->status, 200);
   EXPECT_EQ(Health(0)->status, 503);
   EXPECT_EQ(Health(1)->status, 503);
 
   ASSERT_EQ(Control("PUT", "/sim/fault", R"({"health":"healthy"})")->status, 200);
-  EXPECT_EQ(Health(0)->body, R"({"status":"healthy"})");
+  EXPECT_EQ(HealthStatus(0), "healthy");
+}
+
+TEST_F(SpSimTest, BadBodyAndNotJsonAnswer200WithBodiesAProberMustReject) {
+  Start(ServeOnly(2));
+  ASSERT_EQ(Control("PUT", "/sim/providers/sim-vm-0/fault", R"({"health":"bad_body"})")->status,
+            200);
+  ASSERT_EQ(
+      Control("PUT", "/sim/providers/sim-container-1/fault", R"({"health":"not_json"})")->status,
+      200);
+  auto bad_body = Health(0);
+  ASSERT_TRUE(bad_body);
+  EXPECT_EQ(bad_body->status, 200);
+  EXPECT_EQ(bad_body->content_type, "application/json");
+  EXPECT_EQ(bad_body->body, R"({"status":"ok"})");
+  auto not_json = Health(1);
+  ASSERT_TRUE(not_json);
+  EXPECT_EQ(not_json->status, 200);
+  EXPECT_EQ(not_json->content_type, "text/plain");
+  EXPECT_EQ(not_json->body, "OK");
+  EXPECT_EQ(Provider(0).fault.health, HealthFault::kBadBody);
+  EXPECT_EQ(Provider(1).fault.health, HealthFault::kNotJson);
+}
+
+TEST_F(SpSimTest, CountsEveryHealthProbeIncludingHungOnes) {
+  Start(ServeOnly(2));
+  const auto ms_now = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t before = ms_now();
+  http::HttpClient sp(Provider(0).endpoint);
+  for (int i = 0; i < 70; ++i) ASSERT_EQ(sp.Request("GET", "/health")->status, 200);
+  // Neither HEAD nor the instance API is a probe.
+  EXPECT_EQ(sp.Request("HEAD", "/health")->status, 200);
+  EXPECT_EQ(sp.Request("GET", "/nope")->status, 404);
+  ASSERT_TRUE(sim_->SetFault(Provider(0).name, FaultPatch{HealthFault::kHang, {}, {}}));
+  auto hung = Health(0, 200ms);
+  ASSERT_FALSE(hung);
+  EXPECT_EQ(hung.error().code, ErrorCode::kTimeout);
+  const int64_t after = ms_now();
+
+  const auto p = Provider(0);
+  EXPECT_EQ(p.health_probes, 71u);
+  ASSERT_EQ(p.recent_probe_times_ms.size(), 64u);  // the last 64
+  EXPECT_TRUE(std::is_sorted(p.recent_probe_times_ms.begin(), p.recent_probe_times_ms.end()));
+  EXPECT_GE(p.recent_probe_times_ms.front(), before);
+  EXPECT_LE(p.recent_probe_times_ms.back(), after);
+  EXPECT_EQ(Provider(1).health_probes, 0u);
+  EXPECT_TRUE(Provider(1).recent_probe_times_ms.empty());
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element json = parser.parse(Control("GET", "/sim/providers/sim-vm-0")->body);
+  EXPECT_EQ(uint64_t(json["health_probes"]), 71u);
+  simdjson::dom::array times = json["recent_probe_times_ms"];
+  ASSERT_EQ(times.size(), 64u);
+  EXPECT_EQ(int64_t(times.at(63)), p.recent_probe_times_ms.back());
+  auto stats = Control("GET", "/sim/stats");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->body, R"({"providers":2,"health_probes":71,"registered":0})");
+  EXPECT_EQ(sim_->Stats().health_probes, 71u);
 }
 
 TEST_F(SpSimTest, HangHoldsHealthUntilTheClientGivesUpWithoutBlockingOthers) {
@@ -257,6 +377,97 @@ TEST_F(SpSimTest, RefuseClosesThePortAndHealthyReopensIt) {
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->status, 200);
   EXPECT_EQ(Provider(1).endpoint, p.endpoint);  // same port
+}
+
+TEST_F(SpSimTest, SharedPortsRouteByTheProviderPrefix) {
+  SpSimOptions options = ServeOnly(5);
+  options.ports = 2;
+  options.service_types = {"vm", "container"};
+  Start(options);
+  auto providers = sim_->Providers();
+  ASSERT_EQ(providers.size(), 5u);
+  EXPECT_NE(providers[0].port, providers[1].port);
+  EXPECT_EQ(providers[0].port, providers[2].port);  // provider i on listener i % 2
+  EXPECT_EQ(providers[1].port, providers[3].port);
+  EXPECT_EQ(providers[4].port, providers[0].port);
+  EXPECT_EQ(providers[3].endpoint,
+            "http://127.0.0.1:" + std::to_string(providers[3].port) + "/p/3/api/container");
+  for (size_t i = 0; i < providers.size(); ++i) EXPECT_EQ(HealthStatus(i), "healthy") << i;
+
+  // The instance API of provider 3, and its instances are its own.
+  http::HttpClient sp3(providers[3].endpoint);
+  auto created = sp3.Request("POST", "?id=inst-1", R"({"spec":{"cpu":2}})");
+  ASSERT_TRUE(created) << created.error().message;
+  EXPECT_EQ(created->status, 201);
+  const std::pair<std::string, std::string> location{"location", "/p/3/api/container/inst-1"};
+  EXPECT_NE(std::find(created->headers.begin(), created->headers.end(), location),
+            created->headers.end());
+  EXPECT_EQ(sp3.Request("GET", "/inst-1")->status, 200);
+  http::HttpClient sp1(providers[1].endpoint);  // same listener, another provider
+  EXPECT_EQ(sp1.Request("GET", "/inst-1")->status, 404);
+  EXPECT_EQ(Provider(3).instances, 1u);
+  EXPECT_EQ(sp3.Request("DELETE", "/inst-1")->status, 204);
+  EXPECT_EQ(sp3.Request("GET", "/inst-1")->status, 404);
+
+  // Prefixes that name no provider on that listener.
+  const std::string origin0 = "http://127.0.0.1:" + std::to_string(providers[0].port);
+  EXPECT_EQ(http::Fetch("GET", origin0 + "/p/1/api/container/health")->status, 404);
+  EXPECT_EQ(http::Fetch("GET", origin0 + "/p/99/api/vm/health")->status, 404);
+  EXPECT_EQ(http::Fetch("GET", origin0 + "/p/x/api/vm/health")->status, 404);
+  EXPECT_EQ(http::Fetch("GET", origin0 + "/p/2/api/container/health")->status, 404);  // type
+  EXPECT_EQ(http::Fetch("GET", origin0 + "/api/vm/health")->status, 404);
+  EXPECT_EQ(sim_->Stats().health_probes, 5u);  // misrouted requests are nobody's probes
+}
+
+TEST_F(SpSimTest, RefuseOnASharedPortClosesThatProvidersConnectionsOnly) {
+  SpSimOptions options = ServeOnly(4);
+  options.ports = 2;
+  Start(options);
+  const auto p2 = Provider(2);
+  ASSERT_EQ(p2.port, Provider(0).port);
+  http::HttpClient neighbour(Provider(0).endpoint);  // kept alive across the fault
+  ASSERT_EQ(neighbour.Request("GET", "/health")->status, 200);
+
+  auto set = Control("PUT", "/sim/providers/" + p2.name + "/fault", R"({"health":"refuse"})");
+  ASSERT_TRUE(set);
+  ASSERT_EQ(set->status, 200);
+  auto refused = Health(2, 2s);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);  // closed before a response
+  auto create = http::Fetch("POST", p2.endpoint + "?id=a", R"({"spec":{}})", 2s);
+  EXPECT_FALSE(create);                      // every request of the provider, not only /health
+  EXPECT_EQ(Provider(2).health_probes, 1u);  // the request arrived: it counts
+  EXPECT_EQ(neighbour.Request("GET", "/health")->status, 200);
+  EXPECT_EQ(HealthStatus(0), "healthy");
+
+  ASSERT_TRUE(sim_->SetFault(p2.name, FaultPatch{HealthFault::kHealthy, {}, {}}));
+  EXPECT_EQ(HealthStatus(2), "healthy");
+  EXPECT_EQ(Provider(2).endpoint, p2.endpoint);
+}
+
+TEST_F(SpSimTest, ConcurrentWorkersRegisterEveryProviderExactlyOnce) {
+  // The first 8 requests are held until 8 wait at once: only 8 concurrent workers get past.
+  FakeDcm dcm(/*failures=*/20, /*final_status=*/201, /*gate=*/8);
+  SpSimOptions options;
+  options.dcm_url = dcm.url();
+  options.count = 500;
+  options.ports = 4;
+  options.register_concurrency = 8;
+  Start(options);
+  ASSERT_TRUE(WaitFor([&] { return sim_->Stats().registered == 500; }, 30s))
+      << sim_->Stats().registered;
+  EXPECT_TRUE(dcm.gate_opened());
+  const auto successes = dcm.successes();
+  EXPECT_EQ(successes.size(), 500u);
+  for (const auto& [name, n] : successes) EXPECT_EQ(n, 1) << name;
+  EXPECT_EQ(dcm.requests(), 520u);  // 20 retried 503s
+  for (const auto& p : sim_->Providers()) {
+    ASSERT_EQ(p.registration, RegistrationState::kRegistered) << p.name;
+    EXPECT_EQ(*p.id, "id-" + p.name);
+  }
+  auto stats = Control("GET", "/sim/stats");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->body, R"({"providers":500,"health_probes":0,"registered":500})");
 }
 
 TEST_F(SpSimTest, CreateGetDeleteFollowTheSpApi) {
@@ -321,6 +532,8 @@ TEST_F(SpSimTest, ControlApiListsProvidersAndRejectsBadRequests) {
   EXPECT_EQ(std::string_view(first["fault"]["health"]), "healthy");
   EXPECT_FALSE(bool(first["fault"]["fail_creates"]));
   EXPECT_EQ(uint64_t(first["instances"]), 0u);
+  EXPECT_EQ(uint64_t(first["health_probes"]), 0u);
+  EXPECT_EQ(simdjson::minify(first["recent_probe_times_ms"]), "[]");
 
   EXPECT_EQ(Control("GET", "/sim/providers/sim-vm-0")->status, 200);
   EXPECT_EQ(Control("PUT", "/sim/providers/nope/fault", R"({"health":"hang"})")->status, 404);
@@ -331,6 +544,7 @@ TEST_F(SpSimTest, ControlApiListsProvidersAndRejectsBadRequests) {
   EXPECT_EQ(Control("PUT", "/sim/fault", R"({"fail_creates":"yes"})")->status, 400);
   EXPECT_EQ(Control("PUT", "/sim/fault", R"({"failCreates":true})")->status, 400);
   EXPECT_EQ(Control("DELETE", "/sim/providers")->status, 405);
+  EXPECT_EQ(Control("POST", "/sim/stats")->status, 405);
 }
 
 TEST(FaultPatchTest, ParsesPartialPatches) {
@@ -345,10 +559,9 @@ TEST(FaultPatchTest, ParsesPartialPatches) {
   auto bad = ParseFaultPatch(R"({"health":1,"extra":2})");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().fields.size(), 2u);
-  for (auto f : {HealthFault::kHealthy, HealthFault::kUnhealthy, HealthFault::kUnavailable,
-                 HealthFault::kHang, HealthFault::kRefuse}) {
-    EXPECT_EQ(ParseHealthFault(HealthFaultName(f)), f);
-  }
+  for (auto f : kAllHealthFaults) EXPECT_EQ(ParseHealthFault(HealthFaultName(f)), f);
+  EXPECT_EQ(ParseHealthFault("bad_body"), HealthFault::kBadBody);
+  EXPECT_EQ(ParseHealthFault("not_json"), HealthFault::kNotJson);
 }
 
 TEST(SpSimOptionsTest, RejectsInvalidOptions) {
@@ -361,6 +574,25 @@ TEST(SpSimOptionsTest, RejectsInvalidOptions) {
   options = SpSimOptions{};
   options.control_listen = "127.0.0.1:notaport";
   EXPECT_FALSE(SpSim::Start(options));
+  options = SpSimOptions{};
+  options.ports = -1;
+  EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
+  options = SpSimOptions{};
+  options.register_concurrency = 0;
+  EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(SpSimOptionsTest, PerPortModeRefusesMoreProvidersThanDescriptors) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > 59000) GTEST_SKIP() << "no low limit";
+  SpSimOptions options;
+  options.register_with_dcm = false;
+  options.count = 60000;
+  auto sim = SpSim::Start(options);
+  ASSERT_FALSE(sim);
+  EXPECT_EQ(sim.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(sim.error().message.find("--ports"), std::string::npos);
 }
 
 }  // namespace
