@@ -234,6 +234,8 @@ class SpSim:
         line = self.proc.read_line()
         assert line.startswith("sp-sim control http://"), line
         self.control = Client(line.split(" ")[2])
+        # sp-sim prints a line per registration and blocks once the pipe is full: drain it.
+        threading.Thread(target=lambda: [None for _ in self.proc.proc.stdout], daemon=True).start()
 
     def providers(self):
         return {p["name"]: p for p in self.control.get("/sim/providers").json()}

@@ -453,6 +453,7 @@ TEST_F(SpSimTest, ConcurrentWorkersRegisterEveryProviderExactlyOnce) {
   options.count = 500;
   options.ports = 4;
   options.register_concurrency = 8;
+  options.register_timeout = 60s;  // fewer workers cannot open the gate by timing out
   Start(options);
   ASSERT_TRUE(WaitFor([&] { return sim_->Stats().registered == 500; }, 30s))
       << sim_->Stats().registered;
