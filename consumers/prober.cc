@@ -278,11 +278,13 @@ void Prober::SchedulerLoop() {
       continue;
     }
     // Sleep until the next due probe; completions, changes and assignments wake us earlier.
-    milliseconds wait(1000);
+    // Microseconds, not milliseconds: a wait rounded down to 0 ms would spin until the due time,
+    // which at 1,000 probes/s is always.
+    std::chrono::microseconds wait = std::chrono::seconds(1);
     if (auto next = scheduler_.NextDue();
         next && scheduler_.in_flight() < static_cast<size_t>(options_.health.max_in_flight)) {
-      wait = std::clamp(std::chrono::duration_cast<milliseconds>(*next - now), milliseconds(0),
-                        milliseconds(1000));
+      wait = std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(*next - now),
+                        std::chrono::microseconds(0), wait);
     }
     if (wait.count() > 0) wake_.wait_for(lock, wait);
   }
@@ -295,8 +297,12 @@ void Prober::Launch(const ProbeTask& task) {
 
 void Prober::Finish(const ProbeTask& task, ProbeResponse response) {
   if (!running_) return;
+  bool notify = false;
   {
     std::lock_guard lock(mu_);
+    // Only a full in-flight budget keeps the scheduler waiting on completions; the next due
+    // time of this provider is an interval away, never earlier than what it waits for.
+    notify = scheduler_.in_flight() >= static_cast<size_t>(options_.health.max_in_flight);
     auto done = scheduler_.Complete(task, std::move(response), clock_->Now(), NewUuidV4());
     if (done) {
       const HealthProbe& probe = done->probe;
@@ -316,7 +322,7 @@ void Prober::Finish(const ProbeTask& task, ProbeResponse response) {
       }
     }
   }
-  wake_.notify_one();
+  if (notify) wake_.notify_one();
 }
 
 void Prober::Emit(const CloudEvent& event) {
