@@ -10,6 +10,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
+constexpr std::chrono::microseconds kLaunchWindow{5000};
+
 constexpr ProbeFailure kFailures[] = {ProbeFailure::kNone,    ProbeFailure::kTimeout,
                                       ProbeFailure::kConnect, ProbeFailure::kDns,
                                       ProbeFailure::kTls,     ProbeFailure::kHttpStatus,
@@ -268,11 +270,17 @@ void Prober::SchedulerLoop() {
   while (running_) {
     const auto now = clock_->Now();
     lags.clear();
-    auto tasks = scheduler_.TakeDue(now, &lags);
+    // Probes due within the next few ms start now: one wake-up per batch instead of one timed
+    // wait per probe (1,000/s at 10k providers), for a shift far below the ±10% jitter.
+    auto tasks = scheduler_.TakeDue(now + kLaunchWindow, &lags);
     in_flight_->Set(static_cast<int64_t>(scheduler_.in_flight()));
     if (!tasks.empty()) {
       lock.unlock();
-      for (auto lag : lags) lag_->Observe(static_cast<double>(lag.count()) / 1e6);
+      for (auto lag : lags) {
+        // TakeDue measured against now + kLaunchWindow; early starts count as on time.
+        lag_->Observe(static_cast<double>(std::max<int64_t>(0, (lag - kLaunchWindow).count())) /
+                      1e6);
+      }
       for (const auto& task : tasks) Launch(task);
       lock.lock();
       continue;

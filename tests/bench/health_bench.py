@@ -75,7 +75,7 @@ def run(args):
     bootstrap = kafka.read_line()
     data_dir = tempfile.mkdtemp(prefix="dcm-bench-health-")
     serve = Process([args.dcm, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
-                     "--kafka-brokers", bootstrap, "--fetch-wait-max-ms", "10",
+                     "--kafka-brokers", bootstrap, "--fetch-wait-max-ms", args.fetch_wait_max_ms,
                      "--session-timeout-ms", "4000", "--instance-id", "bench",
                      "--health-check-interval", args.interval, "--health-check-timeout",
                      args.timeout, "--log-level", "warn"], "serve")
@@ -104,6 +104,7 @@ def run(args):
             "providers": args.providers,
             "black_holed": len(holed),
             "interval": args.interval,
+            "fetch_wait_max_ms": int(args.fetch_wait_max_ms),
             "timeout": args.timeout,
             "window_s": round(wall, 1),
             "register_s": round(register_s, 1),
@@ -137,6 +138,8 @@ def main():
     p.add_argument("--timeout", default="5s")
     p.add_argument("--warmup", type=float, default=25)
     p.add_argument("--window", type=float, default=60)
+    # 10 is what dev mode uses against the mock; 100 is librdkafka's default on real brokers.
+    p.add_argument("--fetch-wait-max-ms", default="10")
     run(p.parse_args())
 
 
