@@ -15,7 +15,7 @@ std::string Key(std::string_view id) {
 }  // namespace
 
 HealthProjection::HealthProjection(Store* store, Metrics* metrics)
-    : store_(store), metrics_(metrics) {}
+    : store_(store), applied_(metrics, kName) {}
 
 Status HealthProjection::Apply(const CloudEvent& event, const EventPosition&, StoreBatch& batch) {
   if (event.type == event_type::kHealthChanged) {
@@ -37,18 +37,8 @@ Status HealthProjection::Apply(const CloudEvent& event, const EventPosition&, St
     if (!FoldProbe(record, probe).applied) return OkStatus();
     batch.Put(key, EncodeHealthRecord(record));
   }
-  if (metrics_) AppliedCounter(event.type).Inc();
+  applied_.Inc(event.type);
   return OkStatus();
-}
-
-Counter& HealthProjection::AppliedCounter(const std::string& type) {
-  auto it = applied_by_type_.find(type);
-  if (it != applied_by_type_.end()) return *it->second;
-  Counter& counter =
-      metrics_->GetCounter("dcm_events_applied_total", "Events folded into projections",
-                           "projection=\"health\",type=\"" + type + "\"");
-  applied_by_type_.emplace(type, &counter);
-  return counter;
 }
 
 Result<std::optional<HealthRecord>> HealthView::Get(const std::string& provider_id) const {

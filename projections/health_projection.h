@@ -32,11 +32,8 @@ class HealthProjection final : public Projection {
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
 
  private:
-  Counter& AppliedCounter(const std::string& type);
-
   Store* store_;
-  Metrics* metrics_;
-  std::map<std::string, Counter*> applied_by_type_;  // runner thread only
+  AppliedCounters applied_;
 };
 
 // Thread-safe (reads the Store only).

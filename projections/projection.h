@@ -10,12 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "events/cloud_event.h"
 #include "projections/store.h"
+#include "src/common/metrics.h"
 #include "src/common/result.h"
 
 namespace dcm {
@@ -38,6 +40,31 @@ class Projection {
                        StoreBatch& batch) = 0;
   // Called after the batch holding `applied` is durable, on the runner's thread.
   virtual void AfterCommit(const std::vector<CloudEvent>& applied) { (void)applied; }
+};
+
+// dcm_events_applied_total{projection,type}: one counter per event type, looked up once.
+// Runner thread only.
+class AppliedCounters {
+ public:
+  AppliedCounters(Metrics* metrics, std::string projection)
+      : metrics_(metrics), projection_(std::move(projection)) {}
+  void Inc(const std::string& type) {
+    if (!metrics_) return;
+    auto it = by_type_.find(type);
+    if (it == by_type_.end()) {
+      it = by_type_
+               .emplace(type, &metrics_->GetCounter(
+                                  "dcm_events_applied_total", "Events folded into projections",
+                                  "projection=\"" + projection_ + "\",type=\"" + type + "\""))
+               .first;
+    }
+    it->second->Inc();
+  }
+
+ private:
+  Metrics* metrics_;
+  std::string projection_;
+  std::map<std::string, Counter*> by_type_;
 };
 
 }  // namespace dcm

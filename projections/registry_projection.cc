@@ -71,7 +71,7 @@ std::optional<std::string> Unhex(std::string_view hex) {
 }  // namespace
 
 RegistryProjection::RegistryProjection(Store* store, OutcomeWaiters* waiters, Metrics* metrics)
-    : store_(store), waiters_(waiters), metrics_(metrics) {}
+    : store_(store), waiters_(waiters), applied_(metrics, kName) {}
 
 Result<int64_t> RegistryProjection::CurrentSeq(const std::string& id,
                                                const StoreBatch& batch) const {
@@ -119,19 +119,9 @@ Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition&, 
       break;
   }
   batch.Put(Key(kRequestKey, outcome.request_id), event.type);
-  if (metrics_) AppliedCounter(event.type).Inc();
+  applied_.Inc(event.type);
   applied_request_ids_.push_back(std::move(outcome.request_id));
   return OkStatus();
-}
-
-Counter& RegistryProjection::AppliedCounter(const std::string& type) {
-  auto it = applied_by_type_.find(type);
-  if (it != applied_by_type_.end()) return *it->second;
-  Counter& counter =
-      metrics_->GetCounter("dcm_events_applied_total", "Events folded into projections",
-                           "projection=\"registry\",type=\"" + type + "\"");
-  applied_by_type_.emplace(type, &counter);
-  return counter;
 }
 
 void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {

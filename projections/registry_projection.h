@@ -53,13 +53,11 @@ class RegistryProjection final : public Projection {
   Result<int64_t> CurrentSeq(const std::string& id, const StoreBatch& batch) const;
   Status Upsert(const Provider& provider, StoreBatch& batch);
   Status Tombstone(const std::string& id, int64_t seq, StoreBatch& batch);
-  Counter& AppliedCounter(const std::string& type);
 
   Store* store_;
   OutcomeWaiters* waiters_;
-  Metrics* metrics_;
-  std::map<std::string, Counter*> applied_by_type_;  // runner thread only
-  std::vector<std::string> applied_request_ids_;     // of the batch in progress, in order
+  AppliedCounters applied_;
+  std::vector<std::string> applied_request_ids_;  // of the batch in progress, in order
   ChangeListener listener_;
   std::vector<ProviderChange> changes_;  // of the batch in progress
 };

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <utility>
 
 namespace dcm::cli {
 
@@ -12,5 +14,9 @@ void RegisterDevKafkaCommand(CLI::App& app, int* exit_code);
 // Blocks SIGINT and SIGTERM in the calling thread (call before starting threads, so they inherit
 // the mask) and returns a function that waits for one of them.
 std::function<int()> BlockTerminationSignals();
+
+// Lifts the soft open-files limit (often 1024) to the hard one and returns {soft, hard}: the
+// prober keeps a connection per provider and sp-sim a socket per provider or connection.
+std::pair<uint64_t, uint64_t> RaiseOpenFilesLimit();
 
 }  // namespace dcm::cli

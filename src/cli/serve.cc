@@ -58,6 +58,10 @@ int RunServe(ServeFlags flags) {
   Config& config = flags.config;
   InitLogging(config.log_level);
   auto logger = Logger("serve");
+  // The prober keeps a connection per provider it probes (src/http/probe_client.h sizes its
+  // pool from this limit).
+  const auto [soft_files, hard_files] = RaiseOpenFilesLimit();
+  logger->info("msg=\"open files limit\" soft={} hard={}", soft_files, hard_files);
   if (!flags.service_types.empty()) config.service_types = SplitList(flags.service_types);
   auto timeout = ParseGoDuration(flags.decision_timeout);
   if (!timeout) return Fail("--decision-timeout: " + timeout.error().message);

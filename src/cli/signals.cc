@@ -1,4 +1,5 @@
 #include <signal.h>
+#include <sys/resource.h>
 
 #include "src/cli/commands.h"
 
@@ -16,6 +17,17 @@ std::function<int()> BlockTerminationSignals() {
     sigwait(&set, &sig);
     return sig;
   };
+}
+
+std::pair<uint64_t, uint64_t> RaiseOpenFilesLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return {0, 0};
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return {limit.rlim_cur, limit.rlim_max};
 }
 
 }  // namespace dcm::cli

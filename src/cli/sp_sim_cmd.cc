@@ -1,7 +1,6 @@
 #include "src/cli/sp_sim_cmd.h"
 
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
@@ -9,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "src/cli/commands.h"
 #include "src/common/log.h"
 #include "src/sim/sp_sim.h"
 
@@ -19,20 +19,6 @@ struct SpSimFlags {
   sim::SpSimOptions options;
   bool no_register = false;
 };
-
-// Per-port mode holds a listening socket per provider, and DCM's probes add connections in
-// either mode: lift the soft descriptor limit (often 1024) to the hard one, and log what we got
-// so a run that hits it is easy to explain.
-void RaiseFileLimit(spdlog::logger& logger) {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  if (limit.rlim_cur < limit.rlim_max) {
-    rlimit raised = limit;
-    raised.rlim_cur = limit.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
-  }
-  logger.info("msg=\"open files limit\" soft={} hard={}", limit.rlim_cur, limit.rlim_max);
-}
 
 void RunSpSim(SpSimFlags flags) {
   auto logger = Logger("sp-sim");
@@ -45,7 +31,10 @@ void RunSpSim(SpSimFlags flags) {
   sigset_t previous;
   pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
 
-  RaiseFileLimit(*logger);
+  // Per-port mode holds a listening socket per provider, and DCM's probes add connections in
+  // either mode; log the limit so a run that hits it is easy to explain.
+  const auto [soft, hard] = cli::RaiseOpenFilesLimit();
+  logger->info("msg=\"open files limit\" soft={} hard={}", soft, hard);
   flags.options.register_with_dcm = !flags.no_register;
   auto sim = sim::SpSim::Start(std::move(flags.options));
   if (!sim) {
