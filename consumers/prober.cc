@@ -208,10 +208,7 @@ void Prober::Reconcile(const std::set<int32_t>& partitions) {
     std::set<std::string> present;
     for (size_t i = 0; i < page->providers.size(); ++i) {
       const Provider& p = page->providers[i];
-      if (!partitions.count(KeyPartition(p.id, partitions_)) ||
-          !owned_.count(KeyPartition(p.id, partitions_))) {
-        continue;
-      }
+      if (!owned_.count(KeyPartition(p.id, partitions_))) continue;  // revoked meanwhile
       present.insert(p.id);
       if (scheduler_.Upsert({p.id, HealthUrl(p.spec.endpoint), p.seq}, records[i], now, false)) {
         forget.push_back(p.id);
