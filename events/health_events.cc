@@ -19,16 +19,8 @@ Result<simdjson::dom::object> ParseData(const CloudEvent& event, const char* typ
   if (event.type != type) {
     return MakeError(ErrorCode::kCorruption, std::string("not a ") + type + ": " + event.type);
   }
-  if (event.schema_version > kHealthEventSchemaVersion) {
-    return MakeError(ErrorCode::kCorruption,
-                     "schemaversion " + std::to_string(event.schema_version) + " of " + event.type +
-                         " is newer than this build understands");
-  }
-  auto parsed = ParseJson(event.data);
-  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
-  simdjson::dom::object data;
-  if (parsed->get(data)) return MakeError(ErrorCode::kCorruption, "data is not an object");
-  return data;
+  ASSIGN_OR_RETURN(auto data, ParseEventData(event, kHealthEventSchemaVersion));
+  return simdjson::dom::object(data);
 }
 
 Result<std::string> RequiredString(simdjson::dom::object data, std::string_view key) {
@@ -38,13 +30,6 @@ Result<std::string> RequiredString(simdjson::dom::object data, std::string_view 
     return MakeError(ErrorCode::kCorruption, std::string(key) + " must be a non-empty string");
   }
   return std::string(text);
-}
-
-std::string OptionalString(simdjson::dom::object data, std::string_view key) {
-  std::string_view text;
-  auto value = Member(data, key);
-  if (value && !value->get(text)) return std::string(text);
-  return "";
 }
 
 Result<int64_t> RequiredInt(simdjson::dom::object data, std::string_view key) {
@@ -138,7 +123,7 @@ Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
   ASSIGN_OR_RETURN(p.provider_id, RequiredString(data, "provider_id"));
   ASSIGN_OR_RETURN(p.seq, RequiredInt(data, "seq"));
   ASSIGN_OR_RETURN(p.registration_seq, RequiredInt(data, "registration_seq"));
-  p.url = OptionalString(data, "url");
+  p.url = StringMember(data, "url");
   if (auto value = Member(data, "failure_class"); value && !value->is_null()) {
     std::string_view name;
     std::optional<ProbeFailure> failure;
@@ -162,7 +147,7 @@ Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
     }
     p.latency_us = std::llround(ms * 1000.0);
   }
-  p.error = OptionalString(data, "error");
+  p.error = StringMember(data, "error");
   ASSIGN_OR_RETURN(int64_t failures, RequiredInt(data, "failure_threshold"));
   ASSIGN_OR_RETURN(int64_t successes, RequiredInt(data, "success_threshold"));
   if (failures < 1 || failures > 1000 || successes < 1 || successes > 1000) {
@@ -186,10 +171,7 @@ CloudEvent EncodeHealthChange(const HealthChange& c, const std::string& source) 
   w.Field("to", HealthStatusName(c.to));
   w.Field("reason", c.reason);
   w.Field("seq", c.seq);
-  w.Key("probe_ids");
-  w.BeginArray();
-  for (const auto& id : c.probe_ids) w.String(id);
-  w.EndArray();
+  w.StringArray("probe_ids", c.probe_ids);
   w.EndObject();
   e.data = w.Take();
   return e;
@@ -200,12 +182,12 @@ Result<HealthChange> DecodeHealthChange(const CloudEvent& event) {
   HealthChange c;
   ASSIGN_OR_RETURN(c.time_ms, EventTime(event));
   ASSIGN_OR_RETURN(c.provider_id, RequiredString(data, "provider_id"));
-  auto from = ParseHealthStatus(OptionalString(data, "from"));
-  auto to = ParseHealthStatus(OptionalString(data, "to"));
+  auto from = ParseHealthStatus(StringMember(data, "from"));
+  auto to = ParseHealthStatus(StringMember(data, "to"));
   if (!from || !to) return MakeError(ErrorCode::kCorruption, "from/to must be health statuses");
   c.from = *from;
   c.to = *to;
-  c.reason = OptionalString(data, "reason");
+  c.reason = StringMember(data, "reason");
   ASSIGN_OR_RETURN(c.seq, RequiredInt(data, "seq"));
   if (auto ids = Member(data, "probe_ids"); ids && ids->is_array()) {
     for (auto item : simdjson::dom::array(*ids)) {

@@ -35,6 +35,26 @@ std::optional<simdjson::dom::element> Member(simdjson::dom::object object, std::
   return std::nullopt;
 }
 
+Result<simdjson::dom::element> ParseEventData(const CloudEvent& event, int newest_version) {
+  if (event.schema_version > newest_version) {
+    return MakeError(ErrorCode::kCorruption,
+                     "schemaversion " + std::to_string(event.schema_version) + " of " + event.type +
+                         " is newer than this build understands");
+  }
+  auto parsed = ParseJson(event.data);
+  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
+  if (!parsed->is_object()) return MakeError(ErrorCode::kCorruption, "data is not an object");
+  return *parsed;
+}
+
+std::string StringMember(simdjson::dom::object object, std::string_view key,
+                         std::string_view alt_key) {
+  auto value = Member(object, key, alt_key);
+  std::string_view text;
+  if (value && !value->get(text)) return std::string(text);
+  return "";
+}
+
 const char* JsonTypeName(simdjson::dom::element element) {
   switch (element.type()) {
     case simdjson::dom::element_type::ARRAY:

@@ -194,10 +194,7 @@ void WriteProviderSpecFields(JsonWriter& w, const ProviderSpec& spec) {
   w.Field("endpoint", spec.endpoint);
   w.Field("service_type", spec.service_type);
   w.Field("schema_version", spec.schema_version);
-  w.Key("operations");
-  w.BeginArray();
-  for (const auto& op : spec.operations) w.String(op);
-  w.EndArray();
+  w.StringArray("operations", spec.operations);
   w.Key("metadata");
   w.Raw(spec.metadata);
 }

@@ -32,23 +32,6 @@ Result<RequestKind> ParseRequestKind(std::string_view text) {
   return MakeError(ErrorCode::kCorruption, "unknown request_type '" + std::string(text) + "'");
 }
 
-Status CheckVersion(const CloudEvent& event) {
-  if (event.schema_version > kProviderEventSchemaVersion) {
-    return MakeError(ErrorCode::kCorruption,
-                     "schemaversion " + std::to_string(event.schema_version) + " of " + event.type +
-                         " is newer than this build understands");
-  }
-  return OkStatus();
-}
-
-std::string StringMember(simdjson::dom::object object, std::string_view key,
-                         std::string_view alt = {}) {
-  auto value = Member(object, key, alt);
-  std::string_view text;
-  if (value && !value->get(text)) return std::string(text);
-  return "";
-}
-
 // Reads an optional string id field of a request; a non-string is a validation error.
 Status ReadIdField(simdjson::dom::object data, std::string_view key, std::string* out,
                    bool required) {
@@ -153,22 +136,19 @@ Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
   if (!kind) return MakeError(ErrorCode::kCorruption, "not a provider request type: " + event.type);
   ProviderRequest r;
   r.kind = *kind;
-  RETURN_IF_ERROR(CheckVersion(event));
+  ASSIGN_OR_RETURN(auto parsed, ParseEventData(event, kProviderEventSchemaVersion));
+  const simdjson::dom::object data(parsed);
   r.request_id = event.id;
   r.requested_by = event.source;
-  auto parsed = ParseJson(event.data);
-  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
-  simdjson::dom::object data;
-  if (parsed->get(data)) return MakeError(ErrorCode::kCorruption, "data is not an object");
   switch (r.kind) {
     case RequestKind::kRegister: {
       RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/false));
-      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(*parsed, service_types));
+      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(parsed, service_types));
       break;
     }
     case RequestKind::kUpdate: {
       RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/true));
-      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(*parsed, service_types));
+      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(parsed, service_types));
       break;
     }
     case RequestKind::kChangeId:
@@ -254,11 +234,8 @@ Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event) {
     o.kind = OutcomeKind::kRejected;
   else
     return MakeError(ErrorCode::kCorruption, "not a provider outcome type: " + event.type);
-  RETURN_IF_ERROR(CheckVersion(event));
-  auto parsed = ParseJson(event.data);
-  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
-  simdjson::dom::object data;
-  if (parsed->get(data)) return MakeError(ErrorCode::kCorruption, "data is not an object");
+  ASSIGN_OR_RETURN(auto parsed, ParseEventData(event, kProviderEventSchemaVersion));
+  const simdjson::dom::object data(parsed);
   o.request_id = StringMember(data, "request_id");
   if (auto seq = Member(data, "seq")) {
     int64_t v = 0;

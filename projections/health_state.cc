@@ -136,10 +136,7 @@ std::string EncodeHealthRecord(const HealthRecord& r) {
   w.Field("last_transition_reason", r.last_transition_reason);
   w.Field("last_error", r.last_error);
   w.Field("last_error_time_ms", r.last_error_time_ms);
-  w.Key("streak_probe_ids");
-  w.BeginArray();
-  for (const auto& id : r.streak_probe_ids) w.String(id);
-  w.EndArray();
+  w.StringArray("streak_probe_ids", r.streak_probe_ids);
   w.EndObject();
   return w.Take();
 }

@@ -39,6 +39,15 @@ class JsonWriter {
   void Field(std::string_view key, int value) { Key(key), Int(value); }
   void Field(std::string_view key, bool value) { Key(key), Bool(value); }
 
+  // Key + an array of the strings in `items`.
+  template <class Strings>
+  void StringArray(std::string_view key, const Strings& items) {
+    Key(key);
+    BeginArray();
+    for (const auto& item : items) String(item);
+    EndArray();
+  }
+
   const std::string& str() const { return out_; }
   std::string Take() { return std::move(out_); }
 

@@ -42,14 +42,8 @@ HttpResponse Info(const OpsContext& ctx) {
             "in memory (embedded mock Kafka cluster): events are lost when this process exits");
   }
   w.Field("data_dir", info.data_dir);
-  w.Key("topics");
-  w.BeginArray();
-  for (const auto& t : info.topics) w.String(t);
-  w.EndArray();
-  w.Key("components");
-  w.BeginArray();
-  for (const auto& c : info.components) w.String(c);
-  w.EndArray();
+  w.StringArray("topics", info.topics);
+  w.StringArray("components", info.components);
   if (ctx.live_info) ctx.live_info(w);
   w.EndObject();
   return Json(200, w.Take());

@@ -291,10 +291,7 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
 void ListServiceTypes(const ApiContext& ctx, Respond respond) {
   JsonWriter w;
   w.BeginObject();
-  w.Key("service_types");
-  w.BeginArray();
-  for (const auto& t : *ctx.service_types) w.String(t);
-  w.EndArray();
+  w.StringArray("service_types", *ctx.service_types);
   w.EndObject();
   respond(Json(200, w.Take()));
 }
