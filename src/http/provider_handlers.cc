@@ -1,6 +1,7 @@
 #include "src/http/provider_handlers.h"
 
 #include <charconv>
+#include <unordered_map>
 
 #include "events/json_read.h"
 #include "events/provider_events.h"
@@ -251,6 +252,7 @@ void GetProvider(const HttpRequest&, const std::string& id, const ApiContext& ct
 
 void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
   ProviderFilter filter;
+  std::unordered_map<std::string, std::optional<HealthRecord>> accepted;
   size_t page_size = kDefaultPageSize;
   if (const auto* size = request.Query("max_page_size")) {
     int value = 0;
@@ -269,9 +271,13 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
           Problem(400, "health_status must be Pending, Ready, Unhealthy or Unavailable",
                   {{"health_status", "must be Pending, Ready, Unhealthy or Unavailable"}}));
     }
-    filter.accept = [&ctx, wanted = *wanted](const Provider& p) {
-      const auto record = HealthOf(ctx, p.id);
-      return EffectiveHealthStatus(record ? &*record : nullptr, p.seq) == wanted;
+    // Records the filter read for the providers it accepted, so rendering does not read them
+    // again (at most a page and one).
+    filter.accept = [&ctx, &accepted, wanted = *wanted](const Provider& p) {
+      auto record = HealthOf(ctx, p.id);
+      if (EffectiveHealthStatus(record ? &*record : nullptr, p.seq) != wanted) return false;
+      accepted.emplace(p.id, std::move(record));
+      return true;
     };
   }
   const auto* token = request.Query("page_token");
@@ -281,7 +287,11 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
   w.BeginObject();
   w.Key("providers");
   w.BeginArray();
-  for (const auto& p : page->providers) w.Raw(Render(ctx, p));
+  for (const auto& p : page->providers) {
+    auto it = accepted.find(p.id);
+    const auto health = it != accepted.end() ? std::move(it->second) : HealthOf(ctx, p.id);
+    w.Raw(RenderProvider(p, health ? &*health : nullptr));
+  }
   w.EndArray();
   if (!page->next_page_token.empty()) w.Field("next_page_token", page->next_page_token);
   w.EndObject();
