@@ -7,14 +7,15 @@ namespace dcm {
 KafkaCommandBus::KafkaCommandBus(Producer* producer, OutcomeWaiters* waiters,
                                  std::string requests_topic, std::string outcomes_topic,
                                  std::chrono::milliseconds timeout, const Clock* clock,
-                                 Metrics* metrics)
+                                 Metrics* metrics, int32_t partitions)
     : producer_(producer),
       waiters_(waiters),
       requests_topic_(std::move(requests_topic)),
       outcomes_topic_(std::move(outcomes_topic)),
       timeout_(timeout),
       clock_(clock),
-      metrics_(metrics) {
+      metrics_(metrics),
+      partitions_(partitions) {
   reaper_ = std::thread([this] {
     while (running_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -39,15 +40,17 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
         latency.Observe(std::chrono::duration<double>(clock->Now() - started).count());
         done(std::move(outcome));
       });
-  producer_->Produce(requests_topic_, request.subject, EncodeCloudEvent(request), {},
-                     [waiters = waiters_, id = request.id](Result<KafkaPosition> result) {
-                       if (!result) {
-                         waiters->Fail(id, Error{ErrorCode::kUnavailable,
-                                                 "Kafka did not acknowledge the request: " +
-                                                     result.error().message,
-                                                 {}});
-                       }
-                     });
+  producer_->Produce(
+      requests_topic_, request.subject, EncodeCloudEvent(request), {},
+      [waiters = waiters_, id = request.id](Result<KafkaPosition> result) {
+        if (!result) {
+          waiters->Fail(id,
+                        Error{ErrorCode::kUnavailable,
+                              "Kafka did not acknowledge the request: " + result.error().message,
+                              {}});
+        }
+      },
+      partitions_ > 0 ? KeyPartition(request.subject, partitions_) : Producer::kAnyPartition);
 }
 
 void KafkaCommandBus::Record(const CloudEvent& outcome) {

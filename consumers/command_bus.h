@@ -20,7 +20,7 @@ class KafkaCommandBus final : public CommandBus {
  public:
   KafkaCommandBus(Producer* producer, OutcomeWaiters* waiters, std::string requests_topic,
                   std::string outcomes_topic, std::chrono::milliseconds timeout, const Clock* clock,
-                  Metrics* metrics);
+                  Metrics* metrics, int32_t partitions = 0);
   ~KafkaCommandBus() override;
 
   void Submit(const CloudEvent& request, Done done) override;
@@ -34,6 +34,9 @@ class KafkaCommandBus final : public CommandBus {
   std::chrono::milliseconds timeout_;
   const Clock* clock_;
   Metrics* metrics_;
+  // > 0: requests go to KeyPartition(subject, partitions) (the worker that owns the subject's
+  // partition decides it); 0: the producer's partitioner picks.
+  int32_t partitions_;
   std::atomic<bool> running_{true};
   std::thread reaper_;
 };

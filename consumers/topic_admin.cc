@@ -62,6 +62,8 @@ std::vector<TopicSpec> ProjectTopics(const Config& config) {
       {config.topics.ProviderRequests(), 1},
       {config.topics.Providers(), config.partitions},
       {config.topics.Status(), config.partitions},
+      {config.topics.InstanceRequests(), config.partitions},
+      {config.topics.Instances(), config.partitions},
       {config.topics.Health(), config.partitions},
       {config.topics.DeadLetter(), 1},
   };

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "projections/page_token.h"
+
 namespace dcm {
 namespace {
 
@@ -42,30 +44,6 @@ Result<std::optional<Provider>> ProviderOf(std::string_view value) {
   if (value[0] == 'T') return std::optional<Provider>();
   ASSIGN_OR_RETURN(auto provider, DecodeProvider(value.substr(kHeaderSize)));
   return std::optional<Provider>(std::move(provider));
-}
-
-std::string Hex(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : text) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 0xF]);
-  }
-  return out;
-}
-
-std::optional<std::string> Unhex(std::string_view hex) {
-  if (hex.size() % 2) return std::nullopt;
-  std::string out;
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    unsigned v = 0;
-    const auto [end, ec] = std::from_chars(hex.data() + i, hex.data() + i + 2, v, 16);
-    if (ec != std::errc() || end != hex.data() + i + 2) {
-      return std::nullopt;
-    }
-    out.push_back(static_cast<char>(v));
-  }
-  return out;
 }
 
 }  // namespace
@@ -144,15 +122,7 @@ Result<std::optional<Provider>> RegistryView::Get(const std::string& id) const {
 
 Result<ProviderPage> RegistryView::List(const ProviderFilter& filter, const std::string& page_token,
                                         size_t max_page_size) const {
-  std::string start_after;
-  if (!page_token.empty()) {
-    auto decoded = Unhex(page_token);
-    if (!decoded) {
-      return MakeError(ErrorCode::kInvalidArgument, "invalid page_token",
-                       {{"page_token", "is not a token this server issued"}});
-    }
-    start_after = *decoded;
-  }
+  ASSIGN_OR_RETURN(const std::string start_after, DecodePageToken(page_token));
   ProviderPage page;
   bool more = false;
   Status decode_status = OkStatus();
@@ -177,7 +147,9 @@ Result<ProviderPage> RegistryView::List(const ProviderFilter& filter, const std:
         return true;
       }));
   RETURN_IF_ERROR(decode_status);
-  if (more && !page.providers.empty()) page.next_page_token = Hex(page.providers.back().id);
+  if (more && !page.providers.empty()) {
+    page.next_page_token = EncodePageToken(page.providers.back().id);
+  }
   return page;
 }
 

@@ -6,6 +6,9 @@
 //   HTTP writes ─▶ KafkaCommandBus ─▶ dcm.provider-requests; reply when the outcome is applied.
 //   Prober (group-assigned share of providers) ─▶ GET {endpoint}/health ─▶ dcm.health
 //     dcm.health ─▶ ProjectionRunner ─▶ HealthProjection ─▶ HealthView ─▶ joined into reads
+//   HTTP instance writes ─▶ dcm.instance-requests ─▶ InstanceWorker (owner of the root's
+//     partition: policy, SP calls, cleanup) ─▶ dcm.instances ─▶ InstanceProjection ─▶ reads
+//   dcm.status (SPs) ─▶ SpStatusProjection ─▶ joined into instance reads
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <tuple>
 
 #include "consumers/command_bus.h"
+#include "consumers/instance_worker.h"
 #include "consumers/mock_cluster.h"
 #include "consumers/prober.h"
 #include "consumers/projection_runner.h"
@@ -24,6 +28,7 @@
 #include "src/common/config.h"
 #include "src/common/duration.h"
 #include "src/common/log.h"
+#include "src/http/placement_clients.h"
 #include "src/http/probe_client.h"
 #include "src/http/router.h"
 #include "src/http/server.h"
@@ -40,6 +45,12 @@ struct ServeFlags {
   std::string health_timeout = "5s";
   std::string health_base_backoff = "10s";
   std::string health_max_backoff = "5m";
+  // Instances (SPEC §2, §3.3).
+  std::string operation_timeout = "30s";
+  std::string cleanup_interval = "1m";
+  std::string policy_timeout = "5s";
+  std::string sp_timeout = "10s";
+  std::string crash_after_fact;               // test hook, see InstanceWorkerOptions
   std::vector<std::string> kafka_properties;  // librdkafka key=value, for every client
   bool data_dir_given = false;
   bool fetch_wait_given = false;
@@ -66,13 +77,18 @@ int RunServe(ServeFlags flags) {
   auto timeout = ParseGoDuration(flags.decision_timeout);
   if (!timeout) return Fail("--decision-timeout: " + timeout.error().message);
   config.decision_timeout = *timeout;
+  std::chrono::milliseconds operation_timeout{0};
   for (auto [text, out, name] :
        {std::tuple{&flags.health_interval, &config.health.interval, "HEALTH_CHECK_INTERVAL"},
         std::tuple{&flags.health_timeout, &config.health.timeout, "HEALTH_CHECK_TIMEOUT"},
         std::tuple{&flags.health_base_backoff, &config.health.base_backoff,
                    "HEALTH_CHECK_BASE_BACKOFF_INTERVAL"},
         std::tuple{&flags.health_max_backoff, &config.health.max_backoff,
-                   "HEALTH_CHECK_MAX_BACKOFF_INTERVAL"}}) {
+                   "HEALTH_CHECK_MAX_BACKOFF_INTERVAL"},
+        std::tuple{&flags.operation_timeout, &operation_timeout, "--operation-timeout"},
+        std::tuple{&flags.cleanup_interval, &config.instances.cleanup_interval, "CLEANUP_INTERVAL"},
+        std::tuple{&flags.policy_timeout, &config.instances.policy_timeout, "--policy-timeout"},
+        std::tuple{&flags.sp_timeout, &config.instances.sp_timeout, "--sp-timeout"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed) return Fail(std::string(name) + ": " + parsed.error().message);
     *out = *parsed;
@@ -145,6 +161,17 @@ int RunServe(ServeFlags flags) {
       RunnerOptions{config.topics.Health(), config.topics.DeadLetter(), kafka}, store->get(),
       &health, producer->get(), &metrics);
 
+  OutcomeWaiters instance_waiters;
+  InstanceProjection instances(store->get(), &instance_waiters, &metrics);
+  InstanceView instance_view(store->get());
+  ProjectionRunner instance_runner(
+      RunnerOptions{config.topics.Instances(), config.topics.DeadLetter(), kafka}, store->get(),
+      &instances, producer->get(), &metrics);
+  SpStatusProjection sp_status(store->get(), &metrics);
+  ProjectionRunner sp_status_runner(
+      RunnerOptions{config.topics.Status(), config.topics.DeadLetter(), kafka}, store->get(),
+      &sp_status, producer->get(), &metrics);
+
   // The prober follows the registry, so it exists before the registry runner starts.
   std::unique_ptr<http::ProbeClient> probe_client;
   std::unique_ptr<Producer> health_producer;
@@ -180,6 +207,40 @@ int RunServe(ServeFlags flags) {
   if (auto status = registry_runner.Start(); !status) return Fail(status.error().message);
   if (auto status = health_runner.Start(); !status) return Fail(status.error().message);
 
+  // Instances: the worker decides operations on its share of the roots (SPEC §3.3).
+  http::HttpServiceProviderApi sp_api(config.instances.sp_timeout);
+  std::unique_ptr<http::HttpPolicyEngine> policy;
+  if (!config.instances.policy_manager_url.empty()) {
+    policy = std::make_unique<http::HttpPolicyEngine>(config.instances.policy_manager_url,
+                                                      config.instances.policy_timeout);
+    logger->info("msg=\"placement by the Policy Manager\" url={}",
+                 config.instances.policy_manager_url);
+  }
+  std::unique_ptr<InstanceWorker> worker;
+  if (config.instances.worker_enabled) {
+    InstanceWorkerOptions worker_options;
+    worker_options.requests_topic = config.topics.InstanceRequests();
+    worker_options.instances_topic = config.topics.Instances();
+    worker_options.dead_letter_topic = config.topics.DeadLetter();
+    worker_options.group_id = config.topics.prefix + "instances";
+    worker_options.source = "dcm/instance-worker/" + config.instance_id;
+    worker_options.kafka = kafka;
+    worker_options.cleanup_interval = config.instances.cleanup_interval;
+    worker_options.cleanup_max_retries = config.instances.cleanup_max_retries;
+    worker_options.threads = config.instances.worker_threads;
+    worker_options.crash_after_fact = flags.crash_after_fact;
+    worker = std::make_unique<InstanceWorker>(worker_options, store->get(), &instance_view,
+                                              &registry_view, &health_view, &sp_api, policy.get(),
+                                              producer->get(), &metrics, &SystemClock::Instance());
+    instances.SetListener(
+        [w = worker.get()](const std::vector<InstanceEvent>& facts) { w->OnFactsApplied(facts); });
+  }
+  if (auto status = instance_runner.Start(); !status) return Fail(status.error().message);
+  if (auto status = sp_status_runner.Start(); !status) return Fail(status.error().message);
+  if (worker) {
+    if (auto status = worker->Start(); !status) return Fail(status.error().message);
+  }
+
   RegistrarOptions registrar_options;
   registrar_options.requests_topic = config.topics.ProviderRequests();
   registrar_options.outcomes_topic = config.topics.Providers();
@@ -199,12 +260,22 @@ int RunServe(ServeFlags flags) {
                            config.topics.Providers(), config.decision_timeout,
                            &SystemClock::Instance(), &metrics);
 
+  auto request_partitions =
+      TopicPartitionCount(producer->get()->handle(), config.topics.InstanceRequests(), 10000);
+  if (!request_partitions) return Fail(request_partitions.error().message);
+  KafkaCommandBus instance_commands(producer->get(), &instance_waiters,
+                                    config.topics.InstanceRequests(), config.topics.Instances(),
+                                    operation_timeout, &SystemClock::Instance(), &metrics,
+                                    *request_partitions);
+
   http::ApiContext api{&registry_view,
                        &health_view,
                        &commands,
                        &config.service_types,
                        &SystemClock::Instance(),
-                       "dcm/http/" + config.instance_id};
+                       "dcm/http/" + config.instance_id,
+                       &instance_view,
+                       &instance_commands};
   http::OpsContext ops;
   ops.metrics = &metrics;
   ops.checks = {
@@ -212,7 +283,15 @@ int RunServe(ServeFlags flags) {
        [&] { return registry_runner.CaughtUp() && registry_runner.Healthy(); }},
       {"projection:health", [&] { return health_runner.CaughtUp() && health_runner.Healthy(); }},
       {"registrar", [&] { return registrar.Healthy(); }},
+      {"projection:instances",
+       [&] { return instance_runner.CaughtUp() && instance_runner.Healthy(); }},
+      {"projection:sp-status",
+       [&] { return sp_status_runner.CaughtUp() && sp_status_runner.Healthy(); }},
   };
+  if (worker) {
+    ops.checks.push_back(
+        {"instance-worker", [&] { return worker->Healthy() && worker->Joined(); }});
+  }
   if (prober) {
     ops.checks.push_back({"prober", [&] { return prober->Healthy() && prober->Joined(); }});
   }
@@ -221,15 +300,25 @@ int RunServe(ServeFlags flags) {
                              config.kafka_brokers,
                              config.dev,
                              {},
-                             {"http", "registry", "registrar", "health"},
+                             {"http", "registry", "registrar", "health", "instances"},
                              config.data_dir};
   for (const auto& t : topics) ops.info.topics.push_back(t.name);
   if (prober) ops.info.components.push_back("prober");
+  if (worker) ops.info.components.push_back("instance-worker");
   ops.live_info = [&](JsonWriter& w) {
     w.Field("registrar_owner", registrar.IsOwner());
     w.Field("registry_lag", registry_runner.Lag());
     w.Field("registry_events_applied", static_cast<int64_t>(registry_runner.Applied()));
     w.Field("health_lag", health_runner.Lag());
+    w.Field("instances_lag", instance_runner.Lag());
+    w.Field("policy", policy ? "policy_manager" : "builtin");
+    if (worker) {
+      w.Field("sagas_in_flight", static_cast<int64_t>(worker->SagasInFlight()));
+      w.Key("instance_partitions");
+      w.BeginArray();
+      for (int32_t p : worker->OwnedPartitions()) w.Int(p);
+      w.EndArray();
+    }
     if (prober) {
       w.Field("prober_providers", static_cast<int64_t>(prober->OwnedProviders()));
       w.Key("prober_partitions");
@@ -256,6 +345,10 @@ int RunServe(ServeFlags flags) {
              registry_runner);
     describe(HealthProjection::kName, HealthProjection::kPrefix, config.topics.Health(),
              health_runner);
+    describe(InstanceProjection::kName, InstanceProjection::kPrefix, config.topics.Instances(),
+             instance_runner);
+    describe(SpStatusProjection::kName, SpStatusProjection::kPrefix, config.topics.Status(),
+             sp_status_runner);
   };
 
   http::ServerOptions server_options;
@@ -286,9 +379,12 @@ int RunServe(ServeFlags flags) {
   (*server)->Stop();
   if (prober) prober->Stop();
   if (probe_client) probe_client->Stop();  // no probe completes into a stopped prober
+  if (worker) worker->Stop();
   registrar.Stop();
   registry_runner.Stop();
   health_runner.Stop();
+  instance_runner.Stop();
+  sp_status_runner.Stop();
   for (Producer* p : {producer->get(), health_producer.get()}) {
     if (!p) continue;
     if (auto flushed = p->Flush(5000); !flushed) {
@@ -397,6 +493,40 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--health-check,!--no-health-check", c.health.enabled,
                 "Probe providers from this instance (--no-health-check: only serve health states)")
       ->envname("HEALTH_CHECK_ENABLED");
+  cmd->add_option("--operation-timeout", flags->operation_timeout,
+                  "How long an instance operation (policy, SP calls) may take before 503")
+      ->envname("DCM_OPERATION_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--cleanup-interval", flags->cleanup_interval,
+                  "Between cleanup cycles of deferred deletes")
+      ->envname("CLEANUP_INTERVAL")
+      ->capture_default_str();
+  cmd->add_option("--cleanup-max-retries", c.instances.cleanup_max_retries,
+                  "Failed deletes before a cleanup record is FAILED")
+      ->envname("CLEANUP_MAX_RETRIES")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--policy-manager-evaluation-url", c.instances.policy_manager_url,
+                  "DCM Policy Manager evaluateRequest URL (default: the built-in policy)")
+      ->envname("POLICY_MANAGER_EVALUATION_URL");
+  cmd->add_option("--policy-timeout", flags->policy_timeout, "One Policy Manager call")
+      ->envname("DCM_POLICY_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--sp-timeout", flags->sp_timeout, "One SP create or delete call")
+      ->envname("DCM_SP_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--instance-worker-threads", c.instances.worker_threads,
+                  "Instance operations and cleanup attempts running at once")
+      ->envname("DCM_INSTANCE_WORKER_THREADS")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--instance-worker,!--no-instance-worker", c.instances.worker_enabled,
+                "Decide instance operations and run cleanup on this instance")
+      ->envname("DCM_INSTANCE_WORKER_ENABLED");
+  cmd->add_option("--test-crash-after-fact", flags->crash_after_fact,
+                  "Test hook: SIGKILL this process after emitting a fact of this type")
+      ->envname("DCM_TEST_CRASH_AFTER_FACT")
+      ->group("");  // hidden
   cmd->add_option("--log-level", c.log_level, "debug, info, warn or error")
       ->envname("DCM_LOG_LEVEL")
       ->capture_default_str();

@@ -50,6 +50,20 @@ Status ValidateConfig(const Config& c) {
   if (h.max_in_flight < 1 || h.max_tls_handshakes < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "probe concurrency limits must be >= 1");
   }
+  const auto& i = c.instances;
+  if (i.cleanup_interval.count() < 10 || i.cleanup_max_retries < 1 ||
+      i.cleanup_max_retries > 1000 || i.policy_timeout.count() < 10 || i.sp_timeout.count() < 10 ||
+      i.worker_threads < 1 || i.worker_threads > 1024) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "instance settings: CLEANUP_INTERVAL >= 10ms, CLEANUP_MAX_RETRIES 1..1000, "
+                     "policy and SP timeouts >= 10ms, worker threads 1..1024");
+  }
+  if (!i.policy_manager_url.empty() && !i.policy_manager_url.starts_with("http://")) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "POLICY_MANAGER_EVALUATION_URL must be an http:// URL (https is not "
+                     "supported yet), got '" +
+                         i.policy_manager_url + "'");
+  }
   if (c.topics.prefix.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "--topic-prefix must not be empty");
   }

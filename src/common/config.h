@@ -16,6 +16,9 @@ struct Topics {
   std::string prefix = "dcm.";
   std::string ProviderRequests() const { return prefix + "provider-requests"; }
   std::string Providers() const { return prefix + "providers"; }
+  // Instance operations (SPEC §3.3): requests and the saga's facts, both keyed by root.
+  std::string InstanceRequests() const { return prefix + "instance-requests"; }
+  std::string Instances() const { return prefix + "instances"; }
   std::string Status() const { return prefix + "status"; }
   std::string Health() const { return prefix + "health"; }
   std::string DeadLetter() const { return prefix + "dead-letter"; }
@@ -46,6 +49,24 @@ struct HealthCheckConfig {
   int max_in_flight = 4096;
   // Simultaneous TLS handshakes (../shared/HTTP-NOTES.md: 10k at once collapse every client).
   int max_tls_handshakes = 512;
+};
+
+// Instances, placement and deferred cleanup (SPEC §2, §3.3).
+struct InstanceConfig {
+  // Off: this instance neither decides operations nor cleans up (it still serves reads).
+  bool worker_enabled = true;
+  // Between cleanup cycles (CLEANUP_INTERVAL, DCM's 1 m).
+  std::chrono::milliseconds cleanup_interval{60000};
+  // Failed deletes before a record is FAILED (CLEANUP_MAX_RETRIES, 10).
+  int cleanup_max_retries = 10;
+  // DCM's Policy Manager evaluation URL (POLICY_MANAGER_EVALUATION_URL); empty = built-in policy.
+  std::string policy_manager_url;
+  // One Policy Manager call as a whole.
+  std::chrono::milliseconds policy_timeout{5000};
+  // One SP create or delete call as a whole.
+  std::chrono::milliseconds sp_timeout{10000};
+  // Operations and cleanup attempts running at once (each blocks a thread on an SP call).
+  int worker_threads = 16;
 };
 
 struct Config {
@@ -83,6 +104,7 @@ struct Config {
   // Identity of this instance in logs, /admin/info and event `source`s. Default: host:port.
   std::string instance_id;
   HealthCheckConfig health;
+  InstanceConfig instances;
 };
 
 // Parses a comma-separated list, trimming blanks and dropping empty items.

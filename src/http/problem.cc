@@ -13,14 +13,20 @@ const char* Title(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 406:
+      return "Not Acceptable";
     case 409:
       return "Conflict";
     case 413:
       return "Payload Too Large";
     case 415:
       return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Entity";
     case 500:
       return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
     case 503:
       return "Service Unavailable";
     default:
@@ -36,12 +42,18 @@ const char* TypeSlug(int status) {
       return "urn:dcm:problem:not-found";
     case 405:
       return "urn:dcm:problem:method-not-allowed";
+    case 406:
+      return "urn:dcm:problem:policy-rejected";
     case 409:
       return "urn:dcm:problem:conflict";
     case 413:
       return "urn:dcm:problem:payload-too-large";
     case 415:
       return "urn:dcm:problem:unsupported-media-type";
+    case 422:
+      return "urn:dcm:problem:unprocessable";
+    case 502:
+      return "urn:dcm:problem:provider-error";
     case 503:
       return "urn:dcm:problem:unavailable";
     default:

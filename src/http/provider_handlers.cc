@@ -1,6 +1,5 @@
 #include "src/http/provider_handlers.h"
 
-#include <charconv>
 #include <unordered_map>
 
 #include "events/json_read.h"
@@ -8,38 +7,11 @@
 #include "src/common/json_writer.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
+#include "src/http/handler_util.h"
 #include "src/http/problem.h"
 
 namespace dcm::http {
 namespace {
-
-constexpr size_t kDefaultPageSize = 100;
-
-bool IsJsonContentType(const HttpRequest& request) {
-  const std::string* type = request.Header("content-type");
-  if (!type) return true;  // lenient: a body without a Content-Type is read as JSON
-  std::string media = type->substr(0, type->find(';'));
-  while (!media.empty() && media.back() == ' ') media.pop_back();
-  for (auto& c : media) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return media == "application/json" ||
-         (media.starts_with("application/") && media.ends_with("+json"));
-}
-
-// Parses the JSON body of a write. On failure the response is ready in *error.
-std::optional<simdjson::dom::element> ParseBody(const HttpRequest& request, HttpResponse* error) {
-  if (!IsJsonContentType(request)) {
-    *error = Problem(415, "Content-Type must be application/json",
-                     {{"content-type", "must be application/json"}});
-    return std::nullopt;
-  }
-  auto parsed = ParseJson(request.body);
-  if (!parsed) {
-    *error = Problem(HttpStatusFor(parsed.error().code), parsed.error().message,
-                     {{"body", parsed.error().message}});
-    return std::nullopt;
-  }
-  return *parsed;
-}
 
 // Records a request rejected at the edge as an outcome event (auditors see who tried).
 void RecordEdgeRejection(const ApiContext& ctx, RequestKind kind, const Error& error,
@@ -239,6 +211,14 @@ void DeleteProvider(const HttpRequest& request, const std::string& id, const Api
   r.id = id;
   const auto* force = request.Query("force");
   r.force = force && (*force == "true" || *force == "1");
+  if (ctx.instances && !r.force) {
+    auto live = ctx.instances->LiveInstances(id);
+    if (!live) return respond(ProblemFromError(live.error()));
+    if (*live > 0) {
+      return respond(Problem(409, "provider '" + id + "' hosts " + std::to_string(*live) +
+                                      " live instances; use ?force=true"));
+    }
+  }
   SubmitAndRespond(ctx, r, std::move(respond));
 }
 
@@ -253,16 +233,9 @@ void GetProvider(const HttpRequest&, const std::string& id, const ApiContext& ct
 void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
   ProviderFilter filter;
   std::unordered_map<std::string, std::optional<HealthRecord>> accepted;
-  size_t page_size = kDefaultPageSize;
-  if (const auto* size = request.Query("max_page_size")) {
-    int value = 0;
-    auto [end, ec] = std::from_chars(size->data(), size->data() + size->size(), value);
-    if (ec != std::errc() || end != size->data() + size->size() || value < 1 || value > 100) {
-      return respond(Problem(400, "max_page_size must be an integer from 1 to 100",
-                             {{"max_page_size", "must be an integer from 1 to 100"}}));
-    }
-    page_size = static_cast<size_t>(value);
-  }
+  HttpResponse error;
+  const auto page_size = ParsePageSize(request, &error);
+  if (!page_size) return respond(std::move(error));
   if (const auto* type = request.Query("type")) filter.service_type = *type;
   if (const auto* health = request.Query("health_status")) {
     const auto wanted = ParseHealthStatus(*health);
@@ -281,7 +254,7 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
     };
   }
   const auto* token = request.Query("page_token");
-  auto page = ctx.registry->List(filter, token ? *token : "", page_size);
+  auto page = ctx.registry->List(filter, token ? *token : "", *page_size);
   if (!page) return respond(ProblemFromError(page.error()));
   JsonWriter w;
   w.BeginObject();

@@ -7,6 +7,7 @@
 
 #include "events/command_bus.h"
 #include "projections/health_projection.h"
+#include "projections/instance_projection.h"
 #include "projections/registry_projection.h"
 #include "src/common/clock.h"
 #include "src/http/http_types.h"
@@ -24,6 +25,11 @@ struct ApiContext {
   const std::vector<std::string>* service_types = nullptr;
   const Clock* clock = nullptr;
   std::string source = "dcm/http";  // `source` of the events this API emits
+  // Instances (SPEC §3.3): the view, and the bus whose requests go to dcm.instance-requests
+  // (the CloudEvent's subject is the operation's root: the bus keys and partitions by it).
+  const InstanceView* instances = nullptr;  // null: no instance API (404), provider deletes
+                                            // skip the live-instances check
+  CommandBus* instance_commands = nullptr;
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "src/http/instance_handlers.h"
 #include "src/http/problem.h"
 
 namespace dcm::http {
@@ -24,6 +25,35 @@ HttpResponse MethodNotAllowed(const char* allow) {
   r.headers.emplace_back("Allow", allow);
   return r;
 }
+
+using CollectionHandler = void (*)(const HttpRequest&, const ApiContext&, Respond);
+using ItemHandler = void (*)(const HttpRequest&, const std::string&, const ApiContext&, Respond);
+
+// An instance API collection (SPEC §3.3): `/name` (list, create), `/name/{id}` (get, delete)
+// and `/name/{id}:action` (POST). A null handler is a method the collection does not have.
+struct Collection {
+  std::string_view path;  // "/catalog-item-instances"
+  const char* collection_allow;
+  CollectionHandler list;
+  CollectionHandler create;
+  const char* item_allow;  // nullptr: no item routes (only the action)
+  ItemHandler get;
+  ItemHandler remove;
+  std::string_view action;  // ":rehydrate"; empty: none
+  ItemHandler act;
+};
+
+constexpr Collection kInstanceCollections[] = {
+    {"/catalog-item-instances", "GET, POST", ListCatalogItemInstances, CreateCatalogItemInstance,
+     "GET, DELETE", GetCatalogItemInstance, DeleteCatalogItemInstance, ":rehydrate",
+     RehydrateCatalogItemInstance},
+    {"/resources", "GET, POST", ListResources, CreateResource, "GET, DELETE", GetResource,
+     DeleteResource, ":rehydrate", RehydrateResource},
+    {"/service-type-instances", "GET, POST", ListServiceTypeInstances, CreateServiceTypeInstance,
+     "GET, DELETE", GetServiceTypeInstance, DeleteServiceTypeInstance, "", nullptr},
+    {"/cleanup-queue", "GET", ListCleanupQueue, nullptr, nullptr, nullptr, nullptr, ":retry",
+     RetryCleanup},
+};
 
 struct Routes {
   ApiContext api;
@@ -75,7 +105,58 @@ struct Routes {
       if (m == "DELETE") return DeleteProvider(req, id, api, std::move(respond));
       return respond(MethodNotAllowed("GET, PUT, DELETE"));
     }
+    if (InstanceRoute(req, *path, respond)) return;
     respond(Problem(404, "no such resource: " + req.path));
+  }
+
+  // Dispatches the instance API (false: not one of its paths). Without an instance view, every
+  // instance path answers 404.
+  bool InstanceRoute(const HttpRequest& req, const std::string& path, Respond& respond) const {
+    const std::string& m = req.method;
+    for (const Collection& c : kInstanceCollections) {
+      if (!path.starts_with(c.path)) continue;
+      const std::string_view rest = std::string_view(path).substr(c.path.size());
+      if (!rest.empty() && rest.front() != '/') continue;
+      if (!api.instances) {
+        respond(Problem(404, "no such resource: " + req.path));
+        return true;
+      }
+      if (rest.empty()) {
+        if (m == "GET" && c.list) {
+          c.list(req, api, std::move(respond));
+        } else if (m == "POST" && c.create) {
+          c.create(req, api, std::move(respond));
+        } else {
+          respond(MethodNotAllowed(c.collection_allow));
+        }
+        return true;
+      }
+      std::string id(rest.substr(1));
+      if (id.empty() || id.find('/') != std::string::npos) {
+        respond(Problem(404, "no such resource: " + req.path));
+        return true;
+      }
+      if (!c.action.empty() && id.ends_with(c.action) && id.size() > c.action.size()) {
+        id.resize(id.size() - c.action.size());
+        if (m != "POST") {
+          respond(MethodNotAllowed("POST"));
+        } else {
+          c.act(req, id, api, std::move(respond));
+        }
+        return true;
+      }
+      if (!c.item_allow) {
+        respond(Problem(404, "no such resource: " + req.path));
+      } else if (m == "GET") {
+        c.get(req, id, api, std::move(respond));
+      } else if (m == "DELETE") {
+        c.remove(req, id, api, std::move(respond));
+      } else {
+        respond(MethodNotAllowed(c.item_allow));
+      }
+      return true;
+    }
+    return false;
   }
 };
 

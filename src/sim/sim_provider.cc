@@ -76,7 +76,7 @@ void RenderInstance(JsonWriter& w, const Provider& p, const std::string& id,
   w.EndObject();
 }
 
-HttpResponse Create(Provider& p, const HttpRequest& req) {
+HttpResponse Create(Provider& p, SimShared& shared, const HttpRequest& req) {
   const std::string* id = req.Query("id");
   if (id == nullptr || id->empty()) return BadRequest("query parameter 'id' is required");
   if (id->find('/') != std::string::npos) return BadRequest("id must not contain '/'");
@@ -97,6 +97,7 @@ HttpResponse Create(Provider& p, const HttpRequest& req) {
   JsonWriter w;
   RenderInstance(w, p, *id, minified, "PROVISIONING");
   p.instances.emplace(*id, std::move(minified));
+  shared.instances.fetch_add(1, std::memory_order_relaxed);
   HttpResponse res = JsonResponse(201, w.Take());
   res.headers.emplace_back("Location", std::string(p.base_path()) + "/" + *id);
   return res;
@@ -111,29 +112,48 @@ HttpResponse GetInstance(const Provider& p, const std::string& id) {
   return JsonResponse(200, w.Take());
 }
 
-HttpResponse DeleteInstance(Provider& p, const std::string& id) {
+HttpResponse DeleteInstance(Provider& p, SimShared& shared, const std::string& id) {
   std::lock_guard lock(p.mu);
   if (p.fault.fail_deletes) {
     return ProblemResponse(500, "Internal Server Error", "simulated delete failure on " + p.name);
   }
   if (p.instances.erase(id) == 0) return NotFound("no instance '" + id + "' on " + p.name);
+  shared.instances.fetch_sub(1, std::memory_order_relaxed);
+  p.RecordDeleted(id);
   return HttpResponse{204, "", "", {}};
 }
 
 // Everything but /health, once the provider is known to answer. `req.path` is the base path or
 // continues it with '/'.
-HttpResponse ServeInstances(Provider& p, const HttpRequest& req) {
+HttpResponse ServeInstances(Provider& p, SimShared& shared, const HttpRequest& req) {
   const std::string_view base = p.base_path();
   const std::string_view path = req.path;
   const bool read = req.method == "GET" || req.method == "HEAD";
   if (path == base || (path.size() == base.size() + 1 && path.back() == '/')) {
-    return req.method == "POST" ? Create(p, req) : MethodNotAllowed(req.method);
+    return req.method == "POST" ? Create(p, shared, req) : MethodNotAllowed(req.method);
   }
   const std::string id(path.substr(base.size() + 1));  // past "{base}/"
   if (id.find('/') != std::string::npos) return NotFound("no route for " + req.path);
   if (read) return GetInstance(p, id);
-  if (req.method == "DELETE") return DeleteInstance(p, id);
+  if (req.method == "DELETE") return DeleteInstance(p, shared, id);
   return MethodNotAllowed(req.method);
+}
+
+// What an SP API request is, for the accounting: a create is a POST on the base path, a delete
+// a DELETE on {base}/{id} (the routes ServeInstances answers them on).
+enum class Kind { kOther, kProbe, kCreate, kDelete };
+
+Kind Classify(std::string_view base, const HttpRequest& req) {
+  const std::string_view path = req.path;
+  if (path.size() == base.size() + 7 && path.ends_with("/health")) {
+    return req.method == "GET" ? Kind::kProbe : Kind::kOther;
+  }
+  if (path == base || (path.size() == base.size() + 1 && path.back() == '/')) {
+    return req.method == "POST" ? Kind::kCreate : Kind::kOther;
+  }
+  const std::string_view rest = path.substr(base.size() + 1);
+  if (req.method == "DELETE" && rest.find('/') == std::string_view::npos) return Kind::kDelete;
+  return Kind::kOther;
 }
 
 }  // namespace
@@ -174,6 +194,15 @@ void Provider::RecordProbe(uint32_t offset_ms) {
   probe_next = static_cast<uint8_t>((probe_next + 1) % kRecentProbes);
 }
 
+void Provider::RecordDeleted(const std::string& deleted_id) {
+  if (deleted_ids.size() < kRecentDeletes) {
+    deleted_ids.push_back(deleted_id);  // grows as needed: most providers never fill it
+    return;
+  }
+  deleted_ids[deleted_next] = deleted_id;
+  deleted_next = static_cast<uint16_t>((deleted_next + 1) % kRecentDeletes);
+}
+
 ProviderSnapshot Provider::Snapshot(const SimShared& shared) const {
   ProviderSnapshot s;
   s.name = name;
@@ -195,6 +224,13 @@ ProviderSnapshot Provider::Snapshot(const SimShared& shared) const {
   for (size_t i = 0; i < n; ++i) {
     s.recent_probe_times_ms.push_back(shared.epoch_ms + probe_offsets_ms[(probe_next + i) % n]);
   }
+  s.creates_received = creates_received;
+  s.deletes_received = deletes_received;
+  s.instance_ids.reserve(instances.size());
+  for (const auto& [instance_id, spec] : instances) s.instance_ids.push_back(instance_id);
+  const size_t d = deleted_ids.size();
+  s.deleted_ids.reserve(d);
+  for (size_t i = 0; i < d; ++i) s.deleted_ids.push_back(deleted_ids[(deleted_next + i) % d]);
   return s;
 }
 
@@ -205,14 +241,19 @@ void ServeProvider(Provider& p, SimShared& shared, HttpRequest req, http::Respon
     return respond(NotFound("no route for " + req.path));
   }
   const bool health_route = path.size() == base.size() + 7 && path.ends_with("/health");
-  const bool probe = health_route && req.method == "GET";
+  // Counted on arrival, before any fault decides the answer (a refused request arrived too).
+  const Kind kind = Classify(base, req);
   FaultConfig fault;
   {
     std::lock_guard lock(p.mu);
-    if (probe) p.RecordProbe(ProbeOffset(shared));
+    if (kind == Kind::kProbe) p.RecordProbe(ProbeOffset(shared));
+    if (kind == Kind::kCreate) ++p.creates_received;
+    if (kind == Kind::kDelete) ++p.deletes_received;
     fault = p.fault;
   }
-  if (probe) shared.health_probes.fetch_add(1, std::memory_order_relaxed);
+  if (kind == Kind::kProbe) shared.health_probes.fetch_add(1, std::memory_order_relaxed);
+  if (kind == Kind::kCreate) shared.creates_received.fetch_add(1, std::memory_order_relaxed);
+  if (kind == Kind::kDelete) shared.deletes_received.fetch_add(1, std::memory_order_relaxed);
   if (shared.shared_ports && fault.health == HealthFault::kRefuse) {
     // The closest a shared listener gets to a refused connection: the client reads EOF.
     return respond(HttpResponse{http::kCloseWithoutResponse, "", "", {}});
@@ -223,7 +264,7 @@ void ServeProvider(Provider& p, SimShared& shared, HttpRequest req, http::Respon
     if (res) respond(std::move(*res));
     return;  // hang: drop `respond`; the server holds the request until the client leaves
   }
-  respond(ServeInstances(p, req));
+  respond(ServeInstances(p, shared, req));
 }
 
 void RenderProvider(JsonWriter& w, const ProviderSnapshot& s) {
@@ -258,6 +299,12 @@ void RenderProvider(JsonWriter& w, const ProviderSnapshot& s) {
   w.BeginArray();
   for (int64_t t : s.recent_probe_times_ms) w.Int(t);
   w.EndArray();
+  w.Key("creates_received");
+  w.Uint(s.creates_received);
+  w.Key("deletes_received");
+  w.Uint(s.deletes_received);
+  w.StringArray("instance_ids", s.instance_ids);
+  w.StringArray("deleted_ids", s.deleted_ids);
   w.EndObject();
 }
 

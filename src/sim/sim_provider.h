@@ -5,7 +5,8 @@
 //
 // Sized so that 50,000 fit in one process: no thread, socket or buffer of its own; two strings
 // (name, endpoint) plus pointers into the shared options; the 64-entry probe ring (256 B of
-// 32-bit offsets) is allocated at the first probe.
+// 32-bit offsets) is allocated at the first probe, and the deleted-ids ring grows one id at a
+// time up to its 256 entries (nothing until the first delete).
 //
 // Thread-safety: identity fields are set before serving starts and never change; everything
 // else is under `mu`.
@@ -37,11 +38,16 @@ struct SimShared {
   // Shared-port mode: kRefuse cannot close the listener (it serves other providers too), so a
   // refusing provider's requests get their connection closed instead.
   bool shared_ports = false;
-  std::atomic<uint64_t> health_probes{0};  // over all providers, for GET /sim/stats
+  // Over all providers, for GET /sim/stats.
+  std::atomic<uint64_t> health_probes{0};
+  std::atomic<uint64_t> creates_received{0};
+  std::atomic<uint64_t> deletes_received{0};
+  std::atomic<uint64_t> instances{0};  // held now
 };
 
 struct Provider {
   static constexpr size_t kRecentProbes = 64;
+  static constexpr size_t kRecentDeletes = 256;
 
   // Identity, fixed at SpSim start.
   uint32_t index = 0;
@@ -65,11 +71,19 @@ struct Provider {
   // oldest entry is at probe_next.
   std::vector<uint32_t> probe_offsets_ms;
   uint8_t probe_next = 0;
+  // POST {endpoint} and DELETE {endpoint}/{id} requests received, whatever the answer.
+  uint64_t creates_received = 0;
+  uint64_t deletes_received = 0;
+  // Ids of the last (up to) kRecentDeletes successful deletes. Grows to kRecentDeletes, then a
+  // ring whose oldest entry is at deleted_next.
+  std::vector<std::string> deleted_ids;
+  uint16_t deleted_next = 0;
 
   std::string_view base_path() const { return std::string_view(endpoint).substr(path_start); }
   std::string zone() const { return *region_code + zone_letter; }
   ProviderSnapshot Snapshot(const SimShared& shared) const;
-  void RecordProbe(uint32_t offset_ms);  // caller holds mu
+  void RecordProbe(uint32_t offset_ms);       // caller holds mu
+  void RecordDeleted(const std::string& id);  // caller holds mu
 };
 
 int64_t SystemMillis();  // ms since the Unix epoch, system clock

@@ -414,8 +414,14 @@ void SpSim::Impl::RegistrarLoop() {
 // ---- control API --------------------------------------------------------------------------
 
 SimStats SpSim::Impl::Stats() const {
-  return SimStats{providers.size(), shared.health_probes.load(std::memory_order_relaxed),
-                  registered.load(std::memory_order_relaxed)};
+  SimStats s;
+  s.providers = providers.size();
+  s.health_probes = shared.health_probes.load(std::memory_order_relaxed);
+  s.registered = registered.load(std::memory_order_relaxed);
+  s.creates_received = shared.creates_received.load(std::memory_order_relaxed);
+  s.deletes_received = shared.deletes_received.load(std::memory_order_relaxed);
+  s.instances = shared.instances.load(std::memory_order_relaxed);
+  return s;
 }
 
 HttpResponse SpSim::Impl::StatsJson() const {
@@ -428,6 +434,12 @@ HttpResponse SpSim::Impl::StatsJson() const {
   w.Uint(s.health_probes);
   w.Key("registered");
   w.Uint(s.registered);
+  w.Key("creates_received");
+  w.Uint(s.creates_received);
+  w.Key("deletes_received");
+  w.Uint(s.deletes_received);
+  w.Key("instances");
+  w.Uint(s.instances);
   w.EndObject();
   return JsonResponse(200, w.Take());
 }

@@ -15,7 +15,9 @@
 // from `register_concurrency` background workers, retrying 5xx and connection errors with
 // exponential backoff, so serving never waits on DCM. Every GET {endpoint}/health is counted
 // (and its arrival time kept, last 64) whatever the fault answers, so tests and benchmarks can
-// check what DCM's prober (SPEC §3.2) actually sent.
+// check what DCM's prober (SPEC §3.2) actually sent; likewise every create and delete request
+// (with the ids held now and the last 256 deleted), so they can check what DCM's instance
+// worker and cleanup queue (SPEC §3.3) did on the SP side.
 //
 // Faults are set at run time through a control HTTP API (see docs/http.md) or SetFault.
 //
@@ -102,13 +104,23 @@ struct ProviderSnapshot {
   // Arrival times of the last (up to) 64 of them, oldest first: ms since the Unix epoch,
   // system clock (comparable with DCM's event times).
   std::vector<int64_t> recent_probe_times_ms;
+  // POST {endpoint} (create) and DELETE {endpoint}/{id} requests received, whatever the answer
+  // (400, 409, 404 and the fail_creates/fail_deletes 500s included).
+  uint64_t creates_received = 0;
+  uint64_t deletes_received = 0;
+  std::vector<std::string> instance_ids;  // the instances it holds now, sorted
+  // The last (up to) 256 ids it deleted successfully (204), oldest first.
+  std::vector<std::string> deleted_ids;
 };
 
 // The cheap aggregate behind GET /sim/stats: no per-provider objects, for 10k-provider runs.
 struct SimStats {
   size_t providers = 0;
-  uint64_t health_probes = 0;  // over all providers
-  size_t registered = 0;       // providers in RegistrationState::kRegistered
+  uint64_t health_probes = 0;     // over all providers
+  size_t registered = 0;          // providers in RegistrationState::kRegistered
+  uint64_t creates_received = 0;  // over all providers, whatever the answer
+  uint64_t deletes_received = 0;
+  uint64_t instances = 0;  // held now, over all providers
 };
 
 struct SpSimOptions {

@@ -1,8 +1,9 @@
-// The golden CloudEvents in events/golden/ are the public contract of the provider topics
-// (SPEC §4): SPs produce registration requests shaped like them to dcm.provider-requests and read
-// outcomes shaped like them from dcm.providers; health consumers read dcm.health. This test proves
-// every file decodes with today's decoders, re-encodes to exactly the same bytes (minified), and
-// that every event type has one.
+// The golden CloudEvents in events/golden/ are the public contract of the topics (SPEC §4): SPs
+// produce registration requests shaped like them to dcm.provider-requests and read outcomes shaped
+// like them from dcm.providers; health consumers read dcm.health; instance consumers read
+// dcm.instances; SPs produce dcm.status.{service_type} to dcm.status. This test proves every file
+// decodes with today's decoders, re-encodes to exactly the same bytes (minified; SP status events
+// are only decoded: we never produce them), and that every event type has one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,9 +16,11 @@
 
 #include "events/cloud_event.h"
 #include "events/health_events.h"
+#include "events/instance_events.h"
 #include "events/json_read.h"
 #include "events/provider_events.h"
 #include "src/common/time_format.h"
+#include "src/common/uuid.h"
 
 #ifndef GOLDEN_DIR
 #error "GOLDEN_DIR must point at events/golden"
@@ -56,6 +59,15 @@ std::string Minified(const std::string& json) {
 bool IsRequestType(std::string_view type) {
   return type == event_type::kRegistrationRequested || type == event_type::kUpdateRequested ||
          type == event_type::kIdChangeRequested || type == event_type::kDeletionRequested;
+}
+
+bool IsStatusType(std::string_view type) { return type.starts_with(event_type::kStatusPrefix); }
+
+int CurrentSchemaVersion(std::string_view type) {
+  if (type.starts_with("dcm.provider.health_")) return kHealthEventSchemaVersion;
+  if (IsInstanceEventType(type)) return kInstanceEventSchemaVersion;
+  if (IsStatusType(type)) return kSpStatusEventSchemaVersion;
+  return kProviderEventSchemaVersion;
 }
 
 void ExpectSameRequest(const ProviderRequest& a, const ProviderRequest& b) {
@@ -109,6 +121,19 @@ CloudEvent ReEncode(const CloudEvent& event) {
     }
     return again;
   }
+  if (IsInstanceEventType(event.type)) {
+    auto decoded = DecodeInstanceEvent(event);
+    EXPECT_TRUE(decoded.has_value()) << decoded.error().message;
+    if (!decoded) return {};
+    EXPECT_EQ(decoded->time_ms, *time_ms);
+    CloudEvent again = EncodeInstanceEvent(*decoded);
+    auto decoded_again = DecodeInstanceEvent(again);
+    EXPECT_TRUE(decoded_again.has_value());
+    if (decoded_again) {
+      EXPECT_EQ(*decoded_again, *decoded);
+    }
+    return again;
+  }
   auto outcome = DecodeProviderOutcome(event);
   EXPECT_TRUE(outcome.has_value()) << outcome.error().message;
   if (!outcome) return {};
@@ -128,9 +153,12 @@ TEST(GoldenTest, EveryGoldenDecodesAndReEncodesToTheSameBytes) {
     SCOPED_TRACE(golden.file);
     auto event = DecodeCloudEvent(golden.json);
     ASSERT_TRUE(event.has_value()) << event.error().message;
-    EXPECT_EQ(event->schema_version, event->type.starts_with("dcm.provider.health_")
-                                         ? kHealthEventSchemaVersion
-                                         : kProviderEventSchemaVersion);
+    EXPECT_EQ(event->schema_version, CurrentSchemaVersion(event->type));
+    if (IsStatusType(event->type)) {
+      auto status = DecodeSpStatusEvent(*event);
+      EXPECT_TRUE(status.has_value()) << status.error().message;
+      continue;
+    }
     const CloudEvent again = ReEncode(*event);
     EXPECT_EQ(again, *event);
     EXPECT_EQ(EncodeCloudEvent(again), Minified(golden.json));
@@ -172,6 +200,50 @@ TEST(GoldenTest, EveryProviderEventTypeHasAGolden) {
         event_type::kHealthProbed, event_type::kHealthChanged}) {
     EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
   }
+}
+
+TEST(GoldenTest, InstanceGoldensOfARequestCarryTheirDeterministicEventId) {
+  for (const auto& golden : LoadGoldens()) {
+    auto event = DecodeCloudEvent(golden.json);
+    ASSERT_TRUE(event.has_value()) << golden.file;
+    if (!IsInstanceEventType(event->type)) continue;
+    auto decoded = DecodeInstanceEvent(*event);
+    ASSERT_TRUE(decoded.has_value()) << golden.file;
+    if (decoded->request_id.empty()) continue;
+    const std::string expected =
+        event->type == event_type::kOperationRequested
+            ? decoded->request_id
+            : DeterministicUuid(decoded->request_id + "/" + event->type + "/" + event->subject);
+    EXPECT_EQ(event->id, expected) << golden.file;
+  }
+}
+
+TEST(GoldenTest, EveryInstanceEventTypeAndTheSpStatusEventHaveAGolden) {
+  std::set<std::string> covered;
+  for (const auto& golden : LoadGoldens()) {
+    auto event = DecodeCloudEvent(golden.json);
+    ASSERT_TRUE(event.has_value()) << golden.file;
+    covered.insert(event->type);
+  }
+  for (const char* type : kInstanceEventTypes) {
+    EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
+  }
+  EXPECT_TRUE(covered.count(std::string(event_type::kStatusPrefix) + "vm"))
+      << "no golden for dcm.status.vm";
+}
+
+TEST(GoldenTest, SpStatusGoldenDecodesToItsInstanceAndStatus) {
+  std::ifstream in(std::filesystem::path(GOLDEN_DIR) / "dcm.status.vm.v1.json");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  auto event = DecodeCloudEvent(buffer.str());
+  ASSERT_TRUE(event.has_value()) << event.error().message;
+  auto status = DecodeSpStatusEvent(*event);
+  ASSERT_TRUE(status.has_value()) << status.error().message;
+  EXPECT_EQ(status->service_type, "vm");
+  EXPECT_EQ(status->instance_id, event->subject);
+  EXPECT_EQ(status->status, "RUNNING");
+  EXPECT_FALSE(status->message.empty());
 }
 
 }  // namespace

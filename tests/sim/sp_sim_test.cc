@@ -339,7 +339,8 @@ TEST_F(SpSimTest, CountsEveryHealthProbeIncludingHungOnes) {
   EXPECT_EQ(int64_t(times.at(63)), p.recent_probe_times_ms.back());
   auto stats = Control("GET", "/sim/stats");
   ASSERT_TRUE(stats);
-  EXPECT_EQ(stats->body, R"({"providers":2,"health_probes":71,"registered":0})");
+  EXPECT_EQ(stats->body, R"({"providers":2,"health_probes":71,"registered":0,"creates_received":0,)"
+                         R"("deletes_received":0,"instances":0})");
   EXPECT_EQ(sim_->Stats().health_probes, 71u);
 }
 
@@ -437,6 +438,8 @@ TEST_F(SpSimTest, RefuseOnASharedPortClosesThatProvidersConnectionsOnly) {
   auto create = http::Fetch("POST", p2.endpoint + "?id=a", R"({"spec":{}})", 2s);
   EXPECT_FALSE(create);                      // every request of the provider, not only /health
   EXPECT_EQ(Provider(2).health_probes, 1u);  // the request arrived: it counts
+  EXPECT_EQ(Provider(2).creates_received, 1u);
+  EXPECT_TRUE(Provider(2).instance_ids.empty());
   EXPECT_EQ(neighbour.Request("GET", "/health")->status, 200);
   EXPECT_EQ(HealthStatus(0), "healthy");
 
@@ -468,7 +471,9 @@ TEST_F(SpSimTest, ConcurrentWorkersRegisterEveryProviderExactlyOnce) {
   }
   auto stats = Control("GET", "/sim/stats");
   ASSERT_TRUE(stats);
-  EXPECT_EQ(stats->body, R"({"providers":500,"health_probes":0,"registered":500})");
+  EXPECT_EQ(stats->body,
+            R"({"providers":500,"health_probes":0,"registered":500,"creates_received":0,)"
+            R"("deletes_received":0,"instances":0})");
 }
 
 TEST_F(SpSimTest, CreateGetDeleteFollowTheSpApi) {
@@ -517,6 +522,108 @@ TEST_F(SpSimTest, FailCreatesAndFailDeletesAnswer500) {
   EXPECT_TRUE(Provider(1).fault.fail_creates);  // untouched by the partial update
 }
 
+TEST_F(SpSimTest, CountsEveryCreateAndDeleteWhateverItAnswers) {
+  Start(ServeOnly(2));
+  http::HttpClient sp(Provider(0).endpoint);
+  EXPECT_EQ(sp.Request("POST", "?id=b", R"({"spec":{}})")->status, 201);
+  EXPECT_EQ(sp.Request("POST", "/?id=a", R"({"spec":{}})")->status, 201);  // {endpoint}/ too
+  EXPECT_EQ(sp.Request("POST", "?id=c", R"({"spec":{}})")->status, 201);
+  EXPECT_EQ(sp.Request("POST", "?id=a", R"({"spec":{}})")->status, 409);
+  EXPECT_EQ(sp.Request("POST", "", R"({"spec":{}})")->status, 400);
+  EXPECT_EQ(sp.Request("POST", "?id=x", "not json")->status, 400);
+  EXPECT_EQ(sp.Request("DELETE", "/b")->status, 204);
+  EXPECT_EQ(sp.Request("DELETE", "/b")->status, 404);
+  EXPECT_EQ(sp.Request("DELETE", "/never")->status, 404);
+  ASSERT_TRUE(sim_->SetFault(Provider(0).name, FaultPatch{{}, true, true}));
+  EXPECT_EQ(sp.Request("POST", "?id=d", R"({"spec":{}})")->status, 500);
+  EXPECT_EQ(sp.Request("DELETE", "/a")->status, 500);
+  ASSERT_TRUE(sim_->SetFault(Provider(0).name, FaultPatch{{}, false, false}));
+  EXPECT_EQ(sp.Request("DELETE", "/c")->status, 204);
+  // Not creates or deletes: reads, other methods, other routes.
+  EXPECT_EQ(sp.Request("GET", "/a")->status, 200);
+  EXPECT_EQ(sp.Request("PUT", "/a", "{}")->status, 405);
+  EXPECT_EQ(sp.Request("DELETE", "")->status, 405);
+  EXPECT_EQ(sp.Request("POST", "/a", "{}")->status, 405);
+  EXPECT_EQ(sp.Request("DELETE", "/a/b")->status, 404);
+  EXPECT_EQ(sp.Request("DELETE", "/health")->status, 405);
+  EXPECT_EQ(sp.Request("GET", "/health")->status, 200);
+
+  const auto p = Provider(0);
+  EXPECT_EQ(p.creates_received, 7u);
+  EXPECT_EQ(p.deletes_received, 5u);
+  EXPECT_EQ(p.instances, 1u);
+  EXPECT_EQ(p.instance_ids, std::vector<std::string>{"a"});
+  EXPECT_EQ(p.deleted_ids, (std::vector<std::string>{"b", "c"}));  // 204s only, oldest first
+  EXPECT_EQ(p.health_probes, 1u);
+  const auto other = Provider(1);
+  EXPECT_EQ(other.creates_received, 0u);
+  EXPECT_EQ(other.deletes_received, 0u);
+  EXPECT_TRUE(other.instance_ids.empty());
+  EXPECT_TRUE(other.deleted_ids.empty());
+
+  http::HttpClient sp1(Provider(1).endpoint);
+  EXPECT_EQ(sp1.Request("POST", "?id=z", R"({"spec":{}})")->status, 201);
+  const SimStats stats = sim_->Stats();
+  EXPECT_EQ(stats.creates_received, 8u);
+  EXPECT_EQ(stats.deletes_received, 5u);
+  EXPECT_EQ(stats.instances, 2u);
+  auto stats_json = Control("GET", "/sim/stats");
+  ASSERT_TRUE(stats_json);
+  EXPECT_EQ(stats_json->body,
+            R"({"providers":2,"health_probes":1,"registered":0,"creates_received":8,)"
+            R"("deletes_received":5,"instances":2})");
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element json = parser.parse(Control("GET", "/sim/providers/sim-vm-0")->body);
+  EXPECT_EQ(uint64_t(json["creates_received"]), 7u);
+  EXPECT_EQ(uint64_t(json["deletes_received"]), 5u);
+  EXPECT_EQ(uint64_t(json["instances"]), 1u);
+  EXPECT_EQ(simdjson::minify(json["instance_ids"]), R"(["a"])");
+  EXPECT_EQ(simdjson::minify(json["deleted_ids"]), R"(["b","c"])");
+  simdjson::dom::array all = parser.parse(Control("GET", "/sim/providers")->body).get_array();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(simdjson::minify(all.at(1)["instance_ids"]), R"(["z"])");
+  EXPECT_EQ(simdjson::minify(all.at(1)["deleted_ids"]), "[]");
+  EXPECT_EQ(uint64_t(all.at(1)["creates_received"]), 1u);
+}
+
+TEST_F(SpSimTest, InstanceIdsAreSortedAndDeletedIdsKeepTheLast256) {
+  SpSimOptions options = ServeOnly(3);
+  options.ports = 2;  // shared ports count the same way
+  Start(options);
+  http::HttpClient sp(Provider(2).endpoint);
+  for (const char* id : {"m", "z", "a"}) {
+    ASSERT_EQ(sp.Request("POST", std::string("?id=") + id, R"({"spec":{}})")->status, 201);
+  }
+  EXPECT_EQ(Provider(2).instance_ids, (std::vector<std::string>{"a", "m", "z"}));
+  auto id_of = [](int i) {
+    std::string n = std::to_string(i);
+    return "i-" + std::string(3 - n.size(), '0') + n;
+  };
+  for (int i = 299; i >= 0; --i) {  // created in reverse order: the listing is still sorted
+    ASSERT_EQ(sp.Request("POST", "?id=" + id_of(i), R"({"spec":{}})")->status, 201);
+  }
+  auto held = Provider(2).instance_ids;
+  ASSERT_EQ(held.size(), 303u);
+  EXPECT_TRUE(std::is_sorted(held.begin(), held.end()));
+  for (int i = 0; i < 300; ++i) ASSERT_EQ(sp.Request("DELETE", "/" + id_of(i))->status, 204);
+
+  const auto p = Provider(2);
+  EXPECT_EQ(p.creates_received, 303u);
+  EXPECT_EQ(p.deletes_received, 300u);
+  EXPECT_EQ(p.instance_ids, (std::vector<std::string>{"a", "m", "z"}));
+  ASSERT_EQ(p.deleted_ids.size(), 256u);  // the last 256, oldest first
+  for (size_t k = 0; k < 256; ++k) ASSERT_EQ(p.deleted_ids[k], id_of(44 + static_cast<int>(k)));
+  ASSERT_EQ(sp.Request("DELETE", "/m")->status, 204);  // one more: the ring moves on
+  const auto after = Provider(2).deleted_ids;
+  ASSERT_EQ(after.size(), 256u);
+  EXPECT_EQ(after.front(), id_of(45));
+  EXPECT_EQ(after.back(), "m");
+  EXPECT_EQ(sim_->Stats().instances, 2u);
+  EXPECT_EQ(Provider(0).creates_received, 0u);  // same listener, another provider
+  EXPECT_TRUE(Provider(0).deleted_ids.empty());
+}
+
 TEST_F(SpSimTest, ControlApiListsProvidersAndRejectsBadRequests) {
   Start(ServeOnly(2));
   auto list = Control("GET", "/sim/providers");
@@ -535,6 +642,10 @@ TEST_F(SpSimTest, ControlApiListsProvidersAndRejectsBadRequests) {
   EXPECT_EQ(uint64_t(first["instances"]), 0u);
   EXPECT_EQ(uint64_t(first["health_probes"]), 0u);
   EXPECT_EQ(simdjson::minify(first["recent_probe_times_ms"]), "[]");
+  EXPECT_EQ(uint64_t(first["creates_received"]), 0u);
+  EXPECT_EQ(uint64_t(first["deletes_received"]), 0u);
+  EXPECT_EQ(simdjson::minify(first["instance_ids"]), "[]");
+  EXPECT_EQ(simdjson::minify(first["deleted_ids"]), "[]");
 
   EXPECT_EQ(Control("GET", "/sim/providers/sim-vm-0")->status, 200);
   EXPECT_EQ(Control("PUT", "/sim/providers/nope/fault", R"({"health":"hang"})")->status, 404);

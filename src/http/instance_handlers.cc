@@ -1,0 +1,679 @@
+#include "src/http/instance_handlers.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "events/instance_events.h"
+#include "events/json_read.h"
+#include "events/provider.h"
+#include "src/common/json_writer.h"
+#include "src/common/time_format.h"
+#include "src/common/uuid.h"
+#include "src/http/handler_util.h"
+#include "src/http/problem.h"
+
+namespace dcm::http {
+namespace {
+
+constexpr char kUnknownStatus[] = "UNKNOWN";
+constexpr char kProvisioning[] = "PROVISIONING";
+
+// ---- request parsing ----
+
+HttpResponse Invalid(std::vector<FieldError> errors) {
+  std::string detail = "invalid request: " + errors.front().field + " " + errors.front().message;
+  if (errors.size() > 1) detail += " (and " + std::to_string(errors.size() - 1) + " more)";
+  return Problem(400, detail, errors);
+}
+
+// The body of a write as a JSON object. On failure the response is ready in *error.
+std::optional<simdjson::dom::object> BodyObject(const HttpRequest& request, HttpResponse* error) {
+  auto body = ParseBody(request, error);
+  if (!body) return std::nullopt;
+  simdjson::dom::object object;
+  if (body->get(object)) {
+    *error =
+        Problem(400, std::string("request body must be a JSON object, got ") + JsonTypeName(*body),
+                {{"body", "must be a JSON object"}});
+    return std::nullopt;
+  }
+  return object;
+}
+
+// The id of a new entity: `?id=` (a DNS label or a UUID) or a fresh UUIDv4. On failure the 400
+// is ready in *error.
+std::optional<std::string> NewEntityId(const HttpRequest& request, HttpResponse* error) {
+  const auto* id = request.Query("id");
+  if (!id || id->empty()) return NewUuidV4();
+  if (auto why = ValidateProviderId(*id); !why.empty()) {
+    *error = Problem(400, "id " + why, {{"id", why}});
+    return std::nullopt;
+  }
+  return *id;
+}
+
+// An optional string member (first of `names` present); "" when absent or null.
+std::string OptionalString(simdjson::dom::object object, std::initializer_list<const char*> names,
+                           std::vector<FieldError>* errors) {
+  for (const char* name : names) {
+    simdjson::dom::element value;
+    if (object.at_key(name).get(value)) continue;
+    if (value.is_null()) return "";
+    std::string_view text;
+    if (value.get(text)) {
+      errors->push_back({*names.begin(), "must be a string"});
+      return "";
+    }
+    return std::string(text);
+  }
+  return "";
+}
+
+// `spec`: a required JSON object; with `service_types`, its string `service_type` must be one
+// of them. Sets the minified spec and the service type.
+void ReadSpec(simdjson::dom::object body, const std::vector<std::string>* service_types,
+              std::string* spec, std::string* service_type, std::vector<FieldError>* errors) {
+  auto value = Member(body, "spec");
+  if (!value || value->is_null()) {
+    errors->push_back({"spec", "is required"});
+    return;
+  }
+  simdjson::dom::object object;
+  if (value->get(object)) {
+    errors->push_back({"spec", "must be a JSON object"});
+    return;
+  }
+  *spec = Minify(*value);
+  if (!service_types) return;
+  simdjson::dom::element type;
+  std::string_view text;
+  if (object.at_key("service_type").get(type) || type.is_null()) {
+    errors->push_back({"spec.service_type", "is required"});
+  } else if (type.get(text)) {
+    errors->push_back({"spec.service_type", "must be a string"});
+  } else if (std::find(service_types->begin(), service_types->end(), text) ==
+             service_types->end()) {
+    std::string allowed;
+    for (const auto& t : *service_types) allowed += (allowed.empty() ? "" : ", ") + t;
+    errors->push_back({"spec.service_type", "must be one of: " + allowed});
+  } else {
+    *service_type = std::string(text);
+  }
+}
+
+// ---- status join and rendering ----
+
+// The SP-reported status of `instance_id`, else (with `instance`) the service-type instance's
+// status; "" when neither is known.
+Result<std::string> ReportedStatus(const InstanceView& view, const std::string& instance_id,
+                                   bool instance) {
+  if (instance_id.empty()) return std::string();
+  ASSIGN_OR_RETURN(auto sp, view.GetSpStatus(instance_id));
+  if (sp && !sp->status.empty()) return sp->status;
+  if (!instance) return std::string();
+  ASSIGN_OR_RETURN(auto sti, view.GetInstance(instance_id));
+  if (sti && !sti->status.empty()) return sti->status;
+  return std::string();
+}
+
+Result<std::string> StatusOf(const InstanceView& view, const CatalogItemInstance& cii) {
+  ASSIGN_OR_RETURN(auto status, ReportedStatus(view, cii.resource_id, true));
+  if (!status.empty()) return status;
+  if (cii.resource_id.empty()) return std::string(kUnknownStatus);
+  ASSIGN_OR_RETURN(auto resource, view.GetResource(cii.resource_id));
+  if (resource && !resource->status.empty()) return resource->status;
+  return std::string(kUnknownStatus);
+}
+
+Result<std::string> StatusOf(const InstanceView& view, const Resource& resource) {
+  ASSIGN_OR_RETURN(auto status, ReportedStatus(view, resource.id, true));
+  if (!status.empty()) return status;
+  return resource.status.empty() ? std::string(kUnknownStatus) : resource.status;
+}
+
+Result<std::string> StatusOf(const InstanceView& view, const ServiceTypeInstance& instance) {
+  if (instance.deleted) return instance.status.empty() ? std::string("DELETED") : instance.status;
+  ASSIGN_OR_RETURN(auto status, ReportedStatus(view, instance.id, false));
+  if (!status.empty()) return status;
+  return instance.status.empty() ? std::string(kUnknownStatus) : instance.status;
+}
+
+void RawObject(JsonWriter& w, std::string_view key, const std::string& json) {
+  w.Key(key);
+  w.Raw(json.empty() ? "{}" : json);
+}
+
+// An entity rendered with its joined status.
+template <class T>
+Result<std::string> RenderJoined(const InstanceView& view, const T& entity) {
+  ASSIGN_OR_RETURN(auto status, StatusOf(view, entity));
+  if constexpr (std::is_same_v<T, CatalogItemInstance>) {
+    return RenderCatalogItemInstance(entity, status);
+  } else if constexpr (std::is_same_v<T, Resource>) {
+    return RenderResource(entity, status);
+  } else {
+    return RenderServiceTypeInstance(entity, status);
+  }
+}
+
+Result<std::string> RenderJoined(const InstanceView&, const CleanupRecord& record) {
+  return RenderCleanupRecord(record);
+}
+
+HttpResponse Created(const std::string& collection, const std::string& id, std::string body) {
+  HttpResponse r = Json(201, std::move(body));
+  r.headers.emplace_back("Location", std::string(kApiBase) + "/" + collection + "/" + id);
+  return r;
+}
+
+HttpResponse NotFound(const std::string& what, const std::string& id) {
+  return Problem(404, what + " '" + id + "' not found");
+}
+
+HttpResponse NoContent() { return HttpResponse{204, "", "", {}}; }
+
+// ---- lists ----
+
+// Answers a page of `fetch(page_token, page_size)` under `key`.
+template <class T>
+void RespondList(const HttpRequest& request, const ApiContext& ctx, const char* key,
+                 const std::function<Result<Page<T>>(const std::string&, size_t)>& fetch,
+                 Respond& respond) {
+  HttpResponse error;
+  const auto page_size = ParsePageSize(request, &error);
+  if (!page_size) return respond(std::move(error));
+  const auto* token = request.Query("page_token");
+  auto page = fetch(token ? *token : "", *page_size);
+  if (!page) return respond(ProblemFromError(page.error()));
+  JsonWriter w;
+  w.BeginObject();
+  w.Key(key);
+  w.BeginArray();
+  for (const auto& item : page->items) {
+    auto rendered = RenderJoined(*ctx.instances, item);
+    if (!rendered) return respond(ProblemFromError(rendered.error()));
+    w.Raw(*rendered);
+  }
+  w.EndArray();
+  if (!page->next_page_token.empty()) w.Field("next_page_token", page->next_page_token);
+  w.EndObject();
+  respond(Json(200, w.Take()));
+}
+
+// ---- writes ----
+
+// Renders the response of a completed operation from the view (read-your-writes: the
+// projection applied the outcome before the waiter fired).
+using OnCompleted = std::function<HttpResponse(const InstanceEvent& completed)>;
+
+// operation_failed → problem+json with the worker's status, detail and `reason`.
+HttpResponse FailureProblem(const InstanceEvent& failed) {
+  const int status =
+      failed.http_status >= 400 && failed.http_status <= 599 ? failed.http_status : 500;
+  std::string detail = failed.error;
+  if (detail.empty()) detail = failed.operation + " failed";
+  HttpResponse r = Problem(status, detail);
+  if (!failed.reason.empty()) r = WithMember(std::move(r), "reason", failed.reason);
+  return r;
+}
+
+// Completes `request` (operation and its parameters set) as an operation_requested event on
+// the instance command bus and answers with its outcome.
+void SubmitOperation(const ApiContext& ctx, InstanceEvent request, OnCompleted on_completed,
+                     Respond respond) {
+  if (!ctx.instance_commands) {
+    return respond(Problem(503, "instance operations are not available on this instance"));
+  }
+  request.type = event_type::kOperationRequested;
+  request.event_id = NewUuidV4();
+  request.source = ctx.source;
+  request.subject = request.root;
+  request.time_ms = ctx.clock->NowMillis();
+  ctx.instance_commands->Submit(
+      EncodeInstanceEvent(request),
+      [on_completed = std::move(on_completed),
+       respond = std::move(respond)](Result<CloudEvent> outcome_event) {
+        if (!outcome_event) return respond(ProblemFromError(outcome_event.error()));
+        auto outcome = DecodeInstanceEvent(*outcome_event);
+        if (!outcome) {
+          return respond(Problem(500, "unreadable outcome: " + outcome.error().message));
+        }
+        if (outcome->type == event_type::kOperationFailed) {
+          return respond(FailureProblem(*outcome));
+        }
+        if (outcome->type != event_type::kOperationCompleted) {
+          return respond(Problem(500, "unexpected outcome type " + outcome->type));
+        }
+        respond(on_completed(*outcome));
+      });
+}
+
+InstanceEvent NewOperation(Operation op, const std::string& root) {
+  InstanceEvent e;
+  e.operation = OperationName(op);
+  e.root = root;
+  return e;
+}
+
+// 201 with the entity `get(id)` reads after the operation completed.
+template <class T>
+OnCompleted RenderCreated(const ApiContext& ctx, std::string collection, std::string what,
+                          std::string id,
+                          Result<std::optional<T>> (InstanceView::*get)(const std::string&) const) {
+  return [ctx, collection = std::move(collection), what = std::move(what), id = std::move(id),
+          get](const InstanceEvent&) {
+    auto entity = (ctx.instances->*get)(id);
+    if (!entity) return ProblemFromError(entity.error());
+    if (!*entity) return Problem(500, what + " '" + id + "' not found after its creation");
+    auto rendered = RenderJoined(*ctx.instances, **entity);
+    if (!rendered) return ProblemFromError(rendered.error());
+    return Created(collection, id, std::move(*rendered));
+  };
+}
+
+OnCompleted RespondNoContent() {
+  return [](const InstanceEvent&) { return NoContent(); };
+}
+
+std::string UpperCase(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+}  // namespace
+
+// ---- rendering ----
+
+std::string RenderCatalogItemInstance(const CatalogItemInstance& cii, const std::string& status) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("id", cii.id);
+  w.Field("display_name", cii.display_name);
+  RawObject(w, "spec", cii.spec);
+  w.Field("resource_id", cii.resource_id);
+  w.Field("provider_name", cii.provider_name);
+  w.Field("status", status);
+  w.Field("create_time", FormatRfc3339Millis(cii.create_time_ms));
+  w.Field("update_time", FormatRfc3339Millis(cii.update_time_ms));
+  w.Field("path", "catalog-item-instances/" + cii.id);
+  w.EndObject();
+  return w.Take();
+}
+
+std::string RenderResource(const Resource& resource, const std::string& status) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("id", resource.id);
+  if (!resource.catalog_item_instance_id.empty()) {
+    w.Field("catalog_item_instance_id", resource.catalog_item_instance_id);
+  }
+  w.Field("provider_name", resource.provider_name);
+  w.Field("service_type", resource.service_type);
+  RawObject(w, "spec", resource.spec);
+  RawObject(w, "intent", resource.intent);
+  w.Field("policy", resource.policy);
+  w.Field("status", status);
+  w.Field("create_time", FormatRfc3339Millis(resource.create_time_ms));
+  w.Field("update_time", FormatRfc3339Millis(resource.update_time_ms));
+  w.Field("path", "resources/" + resource.id);
+  w.EndObject();
+  return w.Take();
+}
+
+std::string RenderServiceTypeInstance(const ServiceTypeInstance& instance,
+                                      const std::string& status) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("id", instance.id);
+  w.Field("provider_name", instance.provider_name);
+  w.Field("service_type", instance.service_type);
+  RawObject(w, "spec", instance.spec);
+  w.Field("status", status);
+  w.Field("create_time", FormatRfc3339Millis(instance.create_time_ms));
+  w.Field("update_time", FormatRfc3339Millis(instance.update_time_ms));
+  w.Field("path", "service-type-instances/" + instance.id);
+  w.EndObject();
+  return w.Take();
+}
+
+std::string RenderCleanupRecord(const CleanupRecord& record) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("instance_id", record.instance_id);
+  w.Field("provider_name", record.provider_name);
+  w.Field("service_type", record.service_type);
+  w.Field("requested_at", FormatRfc3339Millis(record.requested_at_ms));
+  w.Field("retry_count", record.retry_count);
+  w.Field("status", record.status);
+  w.Key("last_attempt");
+  if (record.last_attempt_ms > 0) {
+    w.String(FormatRfc3339Millis(record.last_attempt_ms));
+  } else {
+    w.Null();
+  }
+  w.Key("last_error");
+  if (!record.last_error.empty()) {
+    w.String(record.last_error);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+  return w.Take();
+}
+
+// ---- catalog item instances ----
+
+void CreateCatalogItemInstance(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  HttpResponse error;
+  const auto id = NewEntityId(request, &error);
+  if (!id) return respond(std::move(error));
+  auto body = BodyObject(request, &error);
+  if (!body) return respond(std::move(error));
+  InstanceEvent r = NewOperation(Operation::kCreateCatalogItemInstance, *id);
+  std::vector<FieldError> errors;
+  r.display_name = OptionalString(*body, {"display_name", "displayName"}, &errors);
+  if (r.display_name.size() > kMaxDisplayNameLength) {
+    errors.push_back(
+        {"display_name", "must be at most " + std::to_string(kMaxDisplayNameLength) + " bytes"});
+  }
+  ReadSpec(*body, ctx.service_types, &r.spec, &r.service_type, &errors);
+  if (!errors.empty()) return respond(Invalid(std::move(errors)));
+  // The body is not read past this point (view reads reuse the thread's JSON parser).
+  auto existing = ctx.instances->GetCatalogItemInstance(*id);
+  if (!existing) return respond(ProblemFromError(existing.error()));
+  if (*existing) {
+    return respond(Problem(409, "catalog item instance '" + *id + "' already exists"));
+  }
+  r.catalog_item_instance_id = *id;
+  r.resource_id = NewUuidV4();
+  SubmitOperation(ctx, std::move(r),
+                  RenderCreated(ctx, "catalog-item-instances", "catalog item instance", *id,
+                                &InstanceView::GetCatalogItemInstance),
+                  std::move(respond));
+}
+
+void ListCatalogItemInstances(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  RespondList<CatalogItemInstance>(
+      request, ctx, "results",
+      [&ctx](const std::string& token, size_t size) {
+        return ctx.instances->ListCatalogItemInstances(token, size);
+      },
+      respond);
+}
+
+void GetCatalogItemInstance(const HttpRequest&, const std::string& id, const ApiContext& ctx,
+                            Respond respond) {
+  auto cii = ctx.instances->GetCatalogItemInstance(id);
+  if (!cii) return respond(ProblemFromError(cii.error()));
+  if (!*cii) return respond(NotFound("catalog item instance", id));
+  auto rendered = RenderJoined(*ctx.instances, **cii);
+  if (!rendered) return respond(ProblemFromError(rendered.error()));
+  respond(Json(200, std::move(*rendered)));
+}
+
+void DeleteCatalogItemInstance(const HttpRequest&, const std::string& id, const ApiContext& ctx,
+                               Respond respond) {
+  auto cii = ctx.instances->GetCatalogItemInstance(id);
+  if (!cii) return respond(ProblemFromError(cii.error()));
+  if (!*cii) return respond(NotFound("catalog item instance", id));
+  InstanceEvent r = NewOperation(Operation::kDeleteCatalogItemInstance, id);
+  r.catalog_item_instance_id = id;
+  SubmitOperation(ctx, std::move(r), RespondNoContent(), std::move(respond));
+}
+
+void RehydrateCatalogItemInstance(const HttpRequest&, const std::string& id, const ApiContext& ctx,
+                                  Respond respond) {
+  auto cii = ctx.instances->GetCatalogItemInstance(id);
+  if (!cii) return respond(ProblemFromError(cii.error()));
+  if (!*cii) return respond(NotFound("catalog item instance", id));
+  InstanceEvent r = NewOperation(Operation::kRehydrateCatalogItemInstance, id);
+  r.catalog_item_instance_id = id;
+  r.new_resource_id = NewUuidV4();
+  auto on_completed = [ctx, id, before = std::move(**cii),
+                       new_id = r.new_resource_id](const InstanceEvent& completed) {
+    auto after = ctx.instances->GetCatalogItemInstance(id);
+    if (!after) return ProblemFromError(after.error());
+    const CatalogItemInstance* now = *after ? &**after : nullptr;
+    std::string resource_id = now ? now->resource_id : new_id;
+    std::string provider = now ? now->provider_name : completed.provider_name;
+    std::string old_id =
+        !completed.old_resource_id.empty() ? completed.old_resource_id : before.resource_id;
+    JsonWriter w;
+    w.BeginObject();
+    w.Field("id", id);
+    w.Field("resource_id", resource_id);
+    w.Field("old_resource_id", old_id);
+    w.Field("provider_name", provider);
+    w.Field("status", kProvisioning);
+    w.EndObject();
+    return Json(202, w.Take());
+  };
+  SubmitOperation(ctx, std::move(r), std::move(on_completed), std::move(respond));
+}
+
+// ---- resources ----
+
+void CreateResource(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  HttpResponse error;
+  const auto id = NewEntityId(request, &error);
+  if (!id) return respond(std::move(error));
+  auto body = BodyObject(request, &error);
+  if (!body) return respond(std::move(error));
+  InstanceEvent r = NewOperation(Operation::kCreateResource, *id);
+  std::vector<FieldError> errors;
+  ReadSpec(*body, ctx.service_types, &r.spec, &r.service_type, &errors);
+  r.catalog_item_instance_id =
+      OptionalString(*body, {"catalog_item_instance_id", "catalogItemInstanceId"}, &errors);
+  if (!r.catalog_item_instance_id.empty()) {
+    if (auto why = ValidateProviderId(r.catalog_item_instance_id); !why.empty()) {
+      errors.push_back({"catalog_item_instance_id", why});
+    }
+  }
+  if (!errors.empty()) return respond(Invalid(std::move(errors)));
+  auto existing = ctx.instances->GetResource(*id);
+  if (!existing) return respond(ProblemFromError(existing.error()));
+  if (*existing) return respond(Problem(409, "resource '" + *id + "' already exists"));
+  r.resource_id = *id;
+  SubmitOperation(ctx, std::move(r),
+                  RenderCreated(ctx, "resources", "resource", *id, &InstanceView::GetResource),
+                  std::move(respond));
+}
+
+void ListResources(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  RespondList<Resource>(
+      request, ctx, "resources",
+      [&ctx](const std::string& token, size_t size) {
+        return ctx.instances->ListResources(token, size);
+      },
+      respond);
+}
+
+void GetResource(const HttpRequest&, const std::string& id, const ApiContext& ctx,
+                 Respond respond) {
+  auto resource = ctx.instances->GetResource(id);
+  if (!resource) return respond(ProblemFromError(resource.error()));
+  if (!*resource) return respond(NotFound("resource", id));
+  auto rendered = RenderJoined(*ctx.instances, **resource);
+  if (!rendered) return respond(ProblemFromError(rendered.error()));
+  respond(Json(200, std::move(*rendered)));
+}
+
+void DeleteResource(const HttpRequest&, const std::string& id, const ApiContext& ctx,
+                    Respond respond) {
+  auto resource = ctx.instances->GetResource(id);
+  if (!resource) return respond(ProblemFromError(resource.error()));
+  if (!*resource) return respond(NotFound("resource", id));
+  InstanceEvent r = NewOperation(Operation::kDeleteResource, (*resource)->root);
+  r.resource_id = id;
+  SubmitOperation(ctx, std::move(r), RespondNoContent(), std::move(respond));
+}
+
+void RehydrateResource(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                       Respond respond) {
+  std::string new_id;
+  if (request.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    HttpResponse error;
+    auto body = BodyObject(request, &error);
+    if (!body) return respond(std::move(error));
+    std::vector<FieldError> errors;
+    new_id = OptionalString(
+        *body, {"new_resource_id", "newResourceId", "new_instance_id", "newInstanceId"}, &errors);
+    if (!errors.empty()) return respond(Invalid(std::move(errors)));
+    if (!new_id.empty()) {
+      if (auto why = ValidateProviderId(new_id); !why.empty()) {
+        return respond(Invalid({{"new_resource_id", why}}));
+      }
+    }
+  }
+  auto resource = ctx.instances->GetResource(id);
+  if (!resource) return respond(ProblemFromError(resource.error()));
+  if (!*resource) return respond(NotFound("resource", id));
+  if (new_id.empty()) {
+    new_id = NewUuidV4();
+  } else {
+    auto taken = ctx.instances->GetResource(new_id);
+    if (!taken) return respond(ProblemFromError(taken.error()));
+    auto taken_instance = ctx.instances->GetInstance(new_id);
+    if (!taken_instance) return respond(ProblemFromError(taken_instance.error()));
+    if (*taken || *taken_instance) {
+      return respond(Problem(409, "resource '" + new_id + "' already exists"));
+    }
+  }
+  InstanceEvent r = NewOperation(Operation::kRehydrateResource, (*resource)->root);
+  r.resource_id = id;
+  r.new_resource_id = new_id;
+  auto on_completed = [ctx, id, new_id](const InstanceEvent& completed) {
+    auto after = ctx.instances->GetResource(new_id);
+    if (!after) return ProblemFromError(after.error());
+    JsonWriter w;
+    w.BeginObject();
+    w.Field("resource_id", new_id);
+    w.Field("old_resource_id", id);
+    w.Field("provider_name", *after ? (*after)->provider_name : completed.provider_name);
+    w.Field("status", kProvisioning);
+    w.EndObject();
+    return Json(202, w.Take());
+  };
+  SubmitOperation(ctx, std::move(r), std::move(on_completed), std::move(respond));
+}
+
+// ---- service-type instances ----
+
+void CreateServiceTypeInstance(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  HttpResponse error;
+  const auto id = NewEntityId(request, &error);
+  if (!id) return respond(std::move(error));
+  auto body = BodyObject(request, &error);
+  if (!body) return respond(std::move(error));
+  InstanceEvent r = NewOperation(Operation::kCreateServiceTypeInstance, *id);
+  std::vector<FieldError> errors;
+  r.provider_name = OptionalString(*body, {"provider_name", "providerName"}, &errors);
+  if (r.provider_name.empty() && errors.empty()) errors.push_back({"provider_name", "is required"});
+  ReadSpec(*body, nullptr, &r.spec, &r.service_type, &errors);
+  if (!errors.empty()) return respond(Invalid(std::move(errors)));
+  auto existing = ctx.instances->GetInstance(*id);
+  if (!existing) return respond(ProblemFromError(existing.error()));
+  if (*existing) return respond(Problem(409, "service-type instance '" + *id + "' already exists"));
+  r.instance_id = *id;
+  SubmitOperation(ctx, std::move(r),
+                  RenderCreated(ctx, "service-type-instances", "service-type instance", *id,
+                                &InstanceView::GetInstance),
+                  std::move(respond));
+}
+
+void ListServiceTypeInstances(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  InstanceFilter filter;
+  HttpResponse error;
+  const auto show_deleted = ParseBoolFlag(request, "show_deleted", false, &error);
+  if (!show_deleted) return respond(std::move(error));
+  filter.show_deleted = *show_deleted;
+  if (const auto* provider = request.Query("provider")) filter.provider = *provider;
+  if (const auto* type = request.Query("service_type")) filter.service_type = *type;
+  RespondList<ServiceTypeInstance>(
+      request, ctx, "instances",
+      [&ctx, &filter](const std::string& token, size_t size) {
+        return ctx.instances->ListInstances(filter, token, size);
+      },
+      respond);
+}
+
+void GetServiceTypeInstance(const HttpRequest& request, const std::string& id,
+                            const ApiContext& ctx, Respond respond) {
+  HttpResponse error;
+  const auto show_deleted = ParseBoolFlag(request, "show_deleted", false, &error);
+  if (!show_deleted) return respond(std::move(error));
+  auto instance = ctx.instances->GetInstance(id);
+  if (!instance) return respond(ProblemFromError(instance.error()));
+  if (!*instance || ((*instance)->deleted && !*show_deleted)) {
+    return respond(NotFound("service-type instance", id));
+  }
+  auto rendered = RenderJoined(*ctx.instances, **instance);
+  if (!rendered) return respond(ProblemFromError(rendered.error()));
+  respond(Json(200, std::move(*rendered)));
+}
+
+void DeleteServiceTypeInstance(const HttpRequest& request, const std::string& id,
+                               const ApiContext& ctx, Respond respond) {
+  HttpResponse error;
+  const auto deferred = ParseBoolFlag(request, "deferred", false, &error);
+  if (!deferred) return respond(std::move(error));
+  auto instance = ctx.instances->GetInstance(id);
+  if (!instance) return respond(ProblemFromError(instance.error()));
+  if (!*instance || (*instance)->deleted) return respond(NotFound("service-type instance", id));
+  InstanceEvent r = NewOperation(Operation::kDeleteServiceTypeInstance, (*instance)->root);
+  r.instance_id = id;
+  r.deferred = *deferred;
+  SubmitOperation(ctx, std::move(r), RespondNoContent(), std::move(respond));
+}
+
+// ---- cleanup queue ----
+
+void ListCleanupQueue(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  std::string status;
+  if (const auto* wanted = request.Query("status")) {
+    status = UpperCase(*wanted);
+    if (status != kCleanupPending && status != kCleanupPendingProvider &&
+        status != kCleanupFailedStatus) {
+      return respond(Problem(400, "status must be PENDING, PENDING_PROVIDER or FAILED",
+                             {{"status", "must be PENDING, PENDING_PROVIDER or FAILED"}}));
+    }
+  }
+  RespondList<CleanupRecord>(
+      request, ctx, "records",
+      [&ctx, &status](const std::string& token, size_t size) {
+        return ctx.instances->ListCleanup(status, token, size);
+      },
+      respond);
+}
+
+void RetryCleanup(const HttpRequest&, const std::string& instance_id, const ApiContext& ctx,
+                  Respond respond) {
+  auto record = ctx.instances->GetCleanup(instance_id);
+  if (!record) return respond(ProblemFromError(record.error()));
+  if (!*record) return respond(NotFound("cleanup record", instance_id));
+  if ((*record)->status != kCleanupFailedStatus) {
+    return respond(Problem(409, "cleanup record '" + instance_id + "' is " + (*record)->status +
+                                    "; only FAILED records can be retried"));
+  }
+  InstanceEvent r = NewOperation(Operation::kRetryCleanup, (*record)->root);
+  r.instance_id = instance_id;
+  auto on_completed = [ctx, instance_id, before = std::move(**record)](const InstanceEvent&) {
+    auto after = ctx.instances->GetCleanup(instance_id);
+    if (!after) return ProblemFromError(after.error());
+    if (*after) return Json(200, RenderCleanupRecord(**after));
+    // Already attempted and removed by the cleanup worker: show the record as retried.
+    CleanupRecord retried = before;
+    retried.status = kCleanupPending;
+    retried.retry_count = 0;
+    return Json(200, RenderCleanupRecord(retried));
+  };
+  SubmitOperation(ctx, std::move(r), std::move(on_completed), std::move(respond));
+}
+
+}  // namespace dcm::http

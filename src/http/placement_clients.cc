@@ -1,0 +1,250 @@
+// HttpServiceProviderApi and HttpPolicyEngine over HttpClient (no Beast here), with a per-thread
+// keep-alive cache keyed by origin.
+#include "src/http/placement_clients.h"
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "events/json_read.h"
+#include "src/common/json_writer.h"
+#include "src/common/url.h"
+#include "src/http/client.h"
+
+namespace dcm::http {
+namespace {
+
+constexpr size_t kMaxDetailBytes = 1024;
+
+// Where a request goes: the origin (the cache key) and the target on it.
+struct Target {
+  std::string origin;  // "http://host:port"
+  std::string raw;     // path and query as given, at least "/"
+  std::string path;    // without query and trailing '/', may be empty
+};
+
+Result<Target> SplitUrl(const std::string& url, std::string_view what) {
+  auto parsed = ParseHttpUrl(url);
+  if (!parsed) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(what) + " '" + url + "' " + parsed.error().message);
+  }
+  if (parsed->scheme != "http") {
+    return MakeError(ErrorCode::kUnavailable,
+                     "https " + std::string(what) + "s are not supported yet ('" + url + "')");
+  }
+  Target t;
+  const std::string host =
+      parsed->host.find(':') != std::string::npos ? "[" + parsed->host + "]" : parsed->host;
+  t.origin = "http://" + host + ":" + std::to_string(parsed->port);
+  t.raw = parsed->target;
+  t.path = parsed->target.substr(0, parsed->target.find('?'));
+  while (!t.path.empty() && t.path.back() == '/') t.path.pop_back();
+  return t;
+}
+
+// The per-thread connection cache: at most kMaxCachedOrigins clients, least recently used out.
+HttpClient& ClientFor(const std::string& origin) {
+  struct Entry {
+    std::string origin;
+    std::unique_ptr<HttpClient> client;
+    uint64_t last_used = 0;
+  };
+  thread_local std::vector<Entry> cache;
+  thread_local uint64_t tick = 0;
+  ++tick;
+  for (auto& e : cache) {
+    if (e.origin == origin) {
+      e.last_used = tick;
+      return *e.client;
+    }
+  }
+  if (cache.size() >= kMaxCachedOrigins) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < cache.size(); ++i) {
+      if (cache[i].last_used < cache[oldest].last_used) oldest = i;
+    }
+    cache.erase(cache.begin() + static_cast<std::ptrdiff_t>(oldest));
+  }
+  cache.push_back(Entry{origin, std::make_unique<HttpClient>(origin), tick});
+  return *cache.back().client;
+}
+
+// One request on the cached connection to `t.origin`. Transport errors become kTimeout or
+// kUnavailable (the ports' contract), whatever HttpClient called them.
+Result<HttpResponse> Send(const Target& t, const std::string& method, const std::string& target,
+                          const std::string& body, std::chrono::milliseconds timeout) {
+  auto res = ClientFor(t.origin).Request(method, target, body, "application/json", timeout);
+  if (res) return res;
+  const ErrorCode code =
+      res.error().code == ErrorCode::kTimeout ? ErrorCode::kTimeout : ErrorCode::kUnavailable;
+  return MakeError(code, res.error().message);
+}
+
+// `spec_json` minified, or kInvalidArgument if it is not a JSON value.
+Result<std::string> MinifiedSpec(const std::string& spec_json) {
+  auto parsed = ParseJson(spec_json);
+  if (!parsed) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "spec is not valid JSON: " + parsed.error().message);
+  }
+  return Minify(*parsed);
+}
+
+std::string Truncated(std::string_view text) {
+  if (text.size() <= kMaxDetailBytes) return std::string(text);
+  return std::string(text.substr(0, kMaxDetailBytes)) + "...";
+}
+
+// A 406/409 body's explanation: problem+json `detail`, else `title`, else the raw text.
+std::string ExplainRefusal(const HttpResponse& res) {
+  auto parsed = ParseJson(res.body);
+  simdjson::dom::object object;
+  if (parsed && !parsed->get(object)) {
+    std::string detail = StringMember(object, "detail");
+    if (detail.empty()) detail = StringMember(object, "title");
+    if (!detail.empty()) return Truncated(detail);
+  }
+  if (!res.body.empty()) return Truncated(res.body);
+  return "policy manager answered " + std::to_string(res.status) + " without a body";
+}
+
+Error ShapeError(const std::string& url, const std::string& why) {
+  return Error{ErrorCode::kUnavailable,
+               "policy manager at " + url +
+                   " answered 200 with a body that is not the contract's shape: " + why,
+               {}};
+}
+
+// Parses the 200 body into an approved decision (`original_spec` when no evaluated spec).
+Result<PolicyDecision> ReadApproval(const std::string& url, const std::string& body,
+                                    const std::string& original_spec) {
+  auto parsed = ParseJson(body);
+  if (!parsed) return tl::unexpected(ShapeError(url, parsed.error().message));
+  simdjson::dom::object object;
+  if (parsed->get(object)) {
+    return tl::unexpected(
+        ShapeError(url, std::string("a JSON ") + JsonTypeName(*parsed) + ", not an object"));
+  }
+  PolicyDecision decision;
+  decision.verdict = PolicyDecision::Verdict::kApproved;
+  decision.spec = original_spec;
+  auto evaluated = Member(object, "evaluated_service_instance", "evaluatedServiceInstance");
+  if (evaluated && !evaluated->is_null()) {
+    simdjson::dom::object instance;
+    if (evaluated->get(instance)) {
+      return tl::unexpected(ShapeError(url, "evaluated_service_instance is not an object"));
+    }
+    auto spec = Member(instance, "spec");
+    if (spec && !spec->is_null()) {
+      if (!spec->is_object()) {
+        return tl::unexpected(ShapeError(url, "evaluated_service_instance.spec is not an object"));
+      }
+      decision.spec = Minify(*spec);
+    }
+  }
+  auto selected = Member(object, "selected_provider", "selectedProvider");
+  if (selected && !selected->is_null()) {
+    std::string_view name;
+    if (selected->get(name)) {
+      return tl::unexpected(ShapeError(url, "selected_provider is not a string"));
+    }
+    decision.selected_provider = std::string(name);
+  }
+  auto status = Member(object, "status");
+  if (status && !status->is_null()) {
+    std::string_view text;
+    decision.status = status->get(text) ? Minify(*status) : std::string(text);
+  }
+  return decision;
+}
+
+}  // namespace
+
+std::string PercentEncode(const std::string& text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+    if (unreserved) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xF]);
+    }
+  }
+  return out;
+}
+
+// ---- HttpServiceProviderApi -------------------------------------------------------------------
+
+HttpServiceProviderApi::HttpServiceProviderApi(std::chrono::milliseconds timeout)
+    : timeout_(timeout) {}
+
+Result<SpReply> HttpServiceProviderApi::CreateInstance(const std::string& endpoint,
+                                                       const std::string& instance_id,
+                                                       const std::string& spec_json) {
+  ASSIGN_OR_RETURN(Target t, SplitUrl(endpoint, "SP endpoint"));
+  ASSIGN_OR_RETURN(std::string spec, MinifiedSpec(spec_json));
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("spec");
+  w.Raw(spec);
+  w.EndObject();
+  ASSIGN_OR_RETURN(HttpResponse res, Send(t, "POST", t.path + "?id=" + PercentEncode(instance_id),
+                                          w.Take(), timeout_));
+  return SpReply{res.status, std::move(res.body)};
+}
+
+Result<SpReply> HttpServiceProviderApi::DeleteInstance(const std::string& endpoint,
+                                                       const std::string& instance_id) {
+  ASSIGN_OR_RETURN(Target t, SplitUrl(endpoint, "SP endpoint"));
+  ASSIGN_OR_RETURN(HttpResponse res,
+                   Send(t, "DELETE", t.path + "/" + PercentEncode(instance_id), "", timeout_));
+  return SpReply{res.status, std::move(res.body)};
+}
+
+// ---- HttpPolicyEngine ---------------------------------------------------------------------
+
+HttpPolicyEngine::HttpPolicyEngine(std::string evaluation_url, std::chrono::milliseconds timeout)
+    : url_(std::move(evaluation_url)), timeout_(timeout) {}
+
+Result<PolicyDecision> HttpPolicyEngine::Evaluate(const std::string& spec_json) {
+  ASSIGN_OR_RETURN(Target t, SplitUrl(url_, "policy manager URL"));
+  ASSIGN_OR_RETURN(std::string spec, MinifiedSpec(spec_json));
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("service_instance");
+  w.BeginObject();
+  w.Key("spec");
+  w.Raw(spec);
+  w.EndObject();
+  w.EndObject();
+  auto res = Send(t, "POST", t.raw, w.Take(), timeout_);  // the URL's path and query as given
+  if (!res) {
+    return MakeError(res.error().code, "policy manager: " + res.error().message);
+  }
+  switch (res->status) {
+    case 200:
+      return ReadApproval(url_, res->body, spec);
+    case 406:
+    case 409: {
+      PolicyDecision decision;
+      decision.verdict = res->status == 406 ? PolicyDecision::Verdict::kRejected
+                                            : PolicyDecision::Verdict::kConflict;
+      decision.detail = ExplainRefusal(*res);
+      return decision;
+    }
+    default:
+      return MakeError(ErrorCode::kUnavailable,
+                       "policy manager at " + url_ + " answered " + std::to_string(res->status) +
+                           (res->body.empty() ? "" : ": " + Truncated(res->body)));
+  }
+}
+
+}  // namespace dcm::http
