@@ -95,6 +95,7 @@ Status InstanceWorker::Start() {
 
 void InstanceWorker::Stop() {
   if (!running_.exchange(false)) return;
+  { std::lock_guard lock(mu_); }  // no waiter misses the change between its check and its wait
   work_cv_.notify_all();
   cleanup_cv_.notify_all();
   if (group_thread_.joinable()) group_thread_.join();
@@ -242,6 +243,8 @@ Status InstanceWorker::Intake(const std::vector<KafkaMessage>& messages) {
     if (in_batch) continue;
 
     InstanceEvent decision = Decide(*request);
+    if (decision.type == event_type::kOperationFailed)
+      CountOutcome(decision.operation, decision.reason);
     if (decision.type == event_type::kOperationStarted) {
       std::lock_guard lock(mu_);
       active_[request->root] = request->request_id;
@@ -253,16 +256,19 @@ Status InstanceWorker::Intake(const std::vector<KafkaMessage>& messages) {
   for (auto& ack : acks) {
     if (auto status = ack.get(); !status && result) result = status;
   }
+  if (result) {
+    StoreBatch batch;
+    for (auto [p, offset] : next) {
+      store_->PutOffset(batch, kOffsetsName, options_.requests_topic, p, offset);
+    }
+    result = store_->Write(batch);
+  }
   if (!result) {
+    // The batch is read again; what was acknowledged is found in the projection then.
     std::lock_guard lock(mu_);
     for (const auto& s : started) active_.erase(s.started.root);
     return result;
   }
-  StoreBatch batch;
-  for (auto [p, offset] : next) {
-    store_->PutOffset(batch, kOffsetsName, options_.requests_topic, p, offset);
-  }
-  RETURN_IF_ERROR(store_->Write(batch));
   for (auto& s : started) Dispatch(std::move(s));
   return OkStatus();
 }
@@ -599,7 +605,11 @@ bool InstanceWorker::Place(Saga& saga, const std::string& resource_id, const std
   placed.intent = intent;
   placed.spec = spec;
   placed.policy = policy_name;
-  if (!Emit(saga, std::move(placed))) return false;
+  if (!Emit(saga, std::move(placed))) {
+    std::lock_guard lock(mu_);
+    pending_load_.erase(resource_id);
+    return false;
+  }
   saga.placed_resource_id = resource_id;
   saga.provider_name = p.spec.name;
   saga.provider_id = p.id;
@@ -608,6 +618,11 @@ bool InstanceWorker::Place(Saga& saga, const std::string& resource_id, const std
 }
 
 bool InstanceWorker::CreateOnProvider(Saga& saga, const std::string& instance_id) {
+  if (saga.Has(event_type::kInstanceCreateFailed)) {  // resumed after the failure was recorded
+    return Fail(saga, {502, "create_failed",
+                       "provider '" + saga.provider_name + "' did not create instance '" +
+                           instance_id + "'"});
+  }
   auto provider = registry_->Get(saga.provider_id);
   Result<SpReply> reply = MakeError(
       ErrorCode::kNotFound, "provider '" + saga.provider_name + "' is no longer registered");
@@ -640,6 +655,11 @@ bool InstanceWorker::DeleteOnProvider(Saga& saga, const std::string& instance_id
   if (!instance) return Fail(saga, {500, "internal", instance.error().message});
   if (!*instance || (*instance)->deleted) return true;  // nothing lives on an SP
   const ServiceTypeInstance& si = **instance;
+  if (saga.Has(event_type::kInstanceDeleteFailed)) {  // resumed after the failure was recorded
+    return Fail(saga, {502, "delete_failed",
+                       "provider '" + si.provider_name + "' did not delete instance '" +
+                           instance_id + "'"});
+  }
   auto provider = registry_->Get(si.provider_id);
   const bool known = provider && *provider;
   // A deferred delete never contacts the SP; kDirectOrQueue queues rather than call a provider
@@ -741,10 +761,7 @@ bool InstanceWorker::Fail(Saga& saga, const Failure& failure) {
       ->info("msg=\"operation failed\" operation={} root={} status={} reason={} error=\"{}\"",
              saga.started.operation, saga.started.root, failure.http_status, failure.reason,
              failure.error);
-  metrics_
-      ->GetCounter("dcm_instance_operations_total", "Instance operations by outcome",
-                   "operation=\"" + saga.started.operation + "\",result=\"" + failure.reason + "\"")
-      .Inc();
+  CountOutcome(saga.started.operation, failure.reason);
   Emit(saga, std::move(failed));
   return false;
 }
@@ -753,11 +770,15 @@ bool InstanceWorker::Complete(Saga& saga, InstanceEvent result) {
   result.type = event_type::kOperationCompleted;
   result.operation = saga.started.operation;
   if (!Emit(saga, std::move(result))) return false;
+  CountOutcome(saga.started.operation, "completed");
+  return true;
+}
+
+void InstanceWorker::CountOutcome(const std::string& operation, const std::string& result) {
   metrics_
       ->GetCounter("dcm_instance_operations_total", "Instance operations by outcome",
-                   "operation=\"" + saga.started.operation + "\",result=\"completed\"")
+                   "operation=\"" + operation + "\",result=\"" + result + "\"")
       .Inc();
-  return true;
 }
 
 // ---- emitting facts -----------------------------------------------------------------------

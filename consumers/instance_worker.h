@@ -134,6 +134,7 @@ class InstanceWorker {
   bool Rehydrate(Saga& saga);
   bool Fail(Saga& saga, const Failure& failure);
   bool Complete(Saga& saga, InstanceEvent result);
+  void CountOutcome(const std::string& operation, const std::string& result);
 
   // A fact of `saga`'s root: fills request_id/root/source/time, produces it to the root's
   // partition and waits for the ack; records the type in saga.steps. False when this instance
