@@ -810,16 +810,17 @@ std::future<Status> InstanceWorker::Produce(const std::string& root, const Insta
   return future;
 }
 
-bool InstanceWorker::EmitFact(const std::string& root, InstanceEvent fact) {
-  std::future<Status> ack;
-  {
-    std::shared_lock lock(own_mu_);
-    if (!owned_.count(KeyPartition(root, partitions_))) return false;
-    ack = Produce(root, fact);
-  }
+std::optional<std::future<Status>> InstanceWorker::EmitAsync(const std::string& root,
+                                                             const InstanceEvent& fact) {
+  std::shared_lock lock(own_mu_);
+  if (!owned_.count(KeyPartition(root, partitions_))) return std::nullopt;
+  return Produce(root, fact);
+}
+
+bool InstanceWorker::Acknowledged(std::future<Status> ack, const InstanceEvent& fact) {
   if (auto status = ack.get(); !status) {
     Logger("instance-worker")
-        ->warn("msg=\"fact not acknowledged\" type={} root={} error=\"{}\"", fact.type, root,
+        ->warn("msg=\"fact not acknowledged\" type={} root={} error=\"{}\"", fact.type, fact.root,
                status.error().message);
     return false;
   }
@@ -828,6 +829,12 @@ bool InstanceWorker::EmitFact(const std::string& root, InstanceEvent fact) {
     raise(SIGKILL);
   }
   return true;
+}
+
+bool InstanceWorker::EmitFact(const std::string& root, InstanceEvent fact) {
+  fact.root = root;
+  auto ack = EmitAsync(root, fact);
+  return ack && Acknowledged(std::move(*ack), fact);
 }
 
 bool InstanceWorker::Emit(Saga& saga, InstanceEvent fact) {
@@ -946,6 +953,8 @@ void InstanceWorker::RunCleanupCycle() {
   }
   queue_depth_->Set(static_cast<int64_t>(records->size()));
   size_t submitted = 0;
+  // Parking needs no SP call: its facts go out together and are acknowledged together.
+  std::vector<std::pair<std::future<Status>, InstanceEvent>> parked_acks;
   for (const auto& r : *records) {
     if (r.status == kCleanupFailedStatus) continue;
     auto provider = registry_->Get(r.provider_id);
@@ -960,7 +969,8 @@ void InstanceWorker::RunCleanupCycle() {
       parked.status = kCleanupPendingProvider;
       parked.error = known ? "provider '" + r.provider_name + "' is " + HealthStatusName(health)
                            : "provider '" + r.provider_name + "' is not registered";
-      EmitFact(r.root, std::move(parked));
+      parked.root = r.root;
+      if (auto ack = EmitAsync(r.root, parked)) parked_acks.emplace_back(std::move(*ack), parked);
       continue;
     }
     {
@@ -976,6 +986,7 @@ void InstanceWorker::RunCleanupCycle() {
     });
     ++submitted;
   }
+  for (auto& [ack, fact] : parked_acks) (void)Acknowledged(std::move(ack), fact);
   if (submitted == 0) return;
   std::unique_lock lock(mu_);
   cleanup_cv_.wait(lock, [&] { return cleanup_tasks_ == 0 || !running_; });

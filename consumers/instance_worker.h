@@ -37,9 +37,11 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -68,7 +70,7 @@ struct InstanceWorkerOptions {
   std::chrono::milliseconds cleanup_interval{60000};
   int cleanup_max_retries = 10;
   // Sagas (and cleanup attempts) running at once; each blocks a thread on SP/policy calls.
-  int threads = 16;
+  int threads = 32;
   // How long an assignment waits for the local projection before deciding from what it has.
   std::chrono::milliseconds catch_up_timeout{30000};
   size_t batch_size = 500;
@@ -141,8 +143,12 @@ class InstanceWorker {
   // no longer owns the partition or Kafka did not acknowledge (the saga stops; a new owner or a
   // restart resumes it).
   bool Emit(Saga& saga, InstanceEvent fact);
-  // The same for facts without a saga (cleanup, intake rejections).
+  // The same for facts without a saga (cleanup).
   bool EmitFact(const std::string& root, InstanceEvent fact);
+  // Produces `fact` if this instance owns `root`'s partition (nullopt otherwise); Acknowledged
+  // waits for the ack (and fires the crash-injection hook).
+  std::optional<std::future<Status>> EmitAsync(const std::string& root, const InstanceEvent& fact);
+  bool Acknowledged(std::future<Status> ack, const InstanceEvent& fact);
   std::future<Status> Produce(const std::string& root, const InstanceEvent& fact);
   // Waits until the local projection has applied every fact this worker produced to the
   // partitions in `partitions`.

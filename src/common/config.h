@@ -66,7 +66,7 @@ struct InstanceConfig {
   // One SP create or delete call as a whole.
   std::chrono::milliseconds sp_timeout{10000};
   // Operations and cleanup attempts running at once (each blocks a thread on an SP call).
-  int worker_threads = 16;
+  int worker_threads = 32;
 };
 
 struct Config {
