@@ -344,6 +344,14 @@ InstanceEvent InstanceWorker::Decide(const InstanceEvent& request) {
       if (id_taken(request.new_resource_id)) {
         return fail(409, "conflict", "resource id '" + request.new_resource_id + "' is taken");
       }
+      // The request names the resource it meant to replace; another rehydration may have
+      // replaced it since (concurrent rehydrations: exactly one proceeds).
+      if (!request.old_resource_id.empty() && request.old_resource_id != (*cii)->resource_id) {
+        return fail(409, "conflict",
+                    "catalog item instance '" + request.catalog_item_instance_id +
+                        "' was rehydrated meanwhile (resource " + request.old_resource_id +
+                        " is now " + (*cii)->resource_id + ")");
+      }
       d.old_resource_id = (*cii)->resource_id;
       return d;
     }
@@ -430,9 +438,13 @@ void InstanceWorker::RunSagaTask(Saga saga) {
   const bool ended =
       saga.Has(event_type::kOperationCompleted) || saga.Has(event_type::kOperationFailed);
   if (ended) {
+    // The root stays busy until the projection applied the outcome (OnFactsApplied): a request
+    // decided before that would read the state as it was before this operation.
     saga_seconds_->Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count());
-  } else if (running_ && OwnsRoot(saga.started.root)) {
+    return;
+  }
+  if (running_ && OwnsRoot(saga.started.root)) {
     // Kafka did not take a fact: try the remaining steps again shortly.
     std::this_thread::sleep_for(kRetryDelay);
     Dispatch(std::move(saga));
@@ -876,8 +888,13 @@ void InstanceWorker::OnFactsApplied(const std::vector<InstanceEvent>& facts) {
   for (const auto& f : facts) {
     if (f.type == event_type::kInstanceCreated || f.type == event_type::kInstanceCreateFailed) {
       pending_load_.erase(f.instance_id);
+    } else if (f.type == event_type::kOperationCompleted ||
+               f.type == event_type::kOperationFailed) {
+      auto it = active_.find(f.root);
+      if (it != active_.end() && it->second == f.request_id) active_.erase(it);
     }
   }
+  sagas_gauge_->Set(static_cast<int64_t>(active_.size()));
 }
 
 // ---- providers ----------------------------------------------------------------------------

@@ -186,8 +186,9 @@ class InstanceWorker {
   mutable std::mutex mu_;  // the fields below
   std::condition_variable work_cv_;
   std::condition_variable cleanup_cv_;
-  std::deque<std::function<void()>> queue_;          // sagas and cleanup attempts
-  std::map<std::string, std::string> active_;        // root -> request_id of its saga
+  std::deque<std::function<void()>> queue_;  // sagas and cleanup attempts
+  // root -> request_id of its saga, until the projection has applied the saga's outcome
+  std::map<std::string, std::string> active_;
   std::map<std::string, std::string> pending_load_;  // resource id -> provider id (placed,
                                                      // not yet created/failed in the view)
   std::map<int32_t, int64_t> produced_;              // partition -> last offset produced

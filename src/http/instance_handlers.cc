@@ -435,6 +435,9 @@ void RehydrateCatalogItemInstance(const HttpRequest&, const std::string& id, con
   InstanceEvent r = NewOperation(Operation::kRehydrateCatalogItemInstance, id);
   r.catalog_item_instance_id = id;
   r.new_resource_id = NewUuidV4();
+  // The generation this rehydration replaces: the worker answers 409 if another rehydration
+  // moved the instance on meanwhile (SPEC §3.3: concurrent rehydrations, exactly one proceeds).
+  r.old_resource_id = (*cii)->resource_id;
   auto on_completed = [ctx, id, before = std::move(**cii),
                        new_id = r.new_resource_id](const InstanceEvent& completed) {
     auto after = ctx.instances->GetCatalogItemInstance(id);

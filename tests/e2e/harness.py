@@ -227,10 +227,10 @@ def main():
 class SpSim:
     """`dcm sp-sim`: simulated providers registering with `dcm_url`, plus their control API."""
 
-    def __init__(self, dcm_url, count, extra=(), name_prefix="e2e"):
+    def __init__(self, dcm_url, count, extra=(), name_prefix="e2e", service_types="vm"):
         self.proc = Process([DCM_BIN, "sp-sim", "--dcm-url", dcm_url, "--count", str(count),
-                             "--service-types", "vm", "--name-prefix", name_prefix, *extra],
-                            "sp-sim")
+                             "--service-types", service_types, "--name-prefix", name_prefix,
+                             *extra], "sp-sim")
         line = self.proc.read_line()
         assert line.startswith("sp-sim control http://"), line
         self.control = Client(line.split(" ")[2])
@@ -248,6 +248,28 @@ class SpSim:
     def stop(self):
         self.control.close()
         return self.proc.kill()
+
+    def wait_registered(self, timeout=30):
+        """Waits until every provider is registered; returns {name: provider}."""
+        return wait_until(lambda: (ps := self.providers()) and all(p.get("id") for p in ps.values())
+                          and ps, timeout=timeout, what="sp-sim providers registered")
+
+    def instance_ids(self):
+        """{name: set of instance ids held now}."""
+        return {n: set(p["instance_ids"]) for n, p in self.providers().items()}
+
+
+def kafka_produce(bootstrap, topic, value, key=None,
+                  headers=(("content-type", "application/cloudevents+json"),), timeout=20):
+    """Produces one record (`value`: a dict, encoded as JSON on one line) with kcat."""
+    args = ["kcat", "-b", bootstrap, "-P", "-t", topic]
+    if key is not None:
+        args += ["-k", key]
+    for name, val in headers:
+        args += ["-H", f"{name}={val}"]
+    out = subprocess.run(args, input=json.dumps(value) + "\n", capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stderr
 
 
 def kafka_events(bootstrap, topic, timeout=20):
