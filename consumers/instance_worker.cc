@@ -290,6 +290,14 @@ InstanceEvent InstanceWorker::Decide(const InstanceEvent& request) {
     f.error = std::move(error);
     return f;
   };
+  bool ended = false;
+  {
+    std::lock_guard lock(mu_);
+    ended = ended_.count(request.root) > 0;
+  }
+  // The operation on this root has ended but its outcome is not applied here yet: a caller that
+  // got its answer from another instance may already send the next one. Wait for it.
+  if (ended) WaitForOwnFacts({KeyPartition(request.root, partitions_)});
   {
     std::lock_guard lock(mu_);
     auto it = active_.find(request.root);
@@ -442,6 +450,11 @@ void InstanceWorker::RunSagaTask(Saga saga) {
     // decided before that would read the state as it was before this operation.
     saga_seconds_->Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count());
+    std::lock_guard lock(mu_);
+    auto it = active_.find(saga.started.root);
+    if (it != active_.end() && it->second == saga.started.request_id) {
+      ended_.insert(saga.started.root);
+    }
     return;
   }
   if (running_ && OwnsRoot(saga.started.root)) {
@@ -891,7 +904,10 @@ void InstanceWorker::OnFactsApplied(const std::vector<InstanceEvent>& facts) {
     } else if (f.type == event_type::kOperationCompleted ||
                f.type == event_type::kOperationFailed) {
       auto it = active_.find(f.root);
-      if (it != active_.end() && it->second == f.request_id) active_.erase(it);
+      if (it != active_.end() && it->second == f.request_id) {
+        active_.erase(it);
+        ended_.erase(f.root);
+      }
     }
   }
   sagas_gauge_->Set(static_cast<int64_t>(active_.size()));

@@ -189,6 +189,7 @@ class InstanceWorker {
   std::deque<std::function<void()>> queue_;  // sagas and cleanup attempts
   // root -> request_id of its saga, until the projection has applied the saga's outcome
   std::map<std::string, std::string> active_;
+  std::set<std::string> ended_;  // roots in active_ whose saga has produced its outcome
   std::map<std::string, std::string> pending_load_;  // resource id -> provider id (placed,
                                                      // not yet created/failed in the view)
   std::map<int32_t, int64_t> produced_;              // partition -> last offset produced

@@ -713,14 +713,20 @@ void InstanceProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
   if (batch_events_.size() >= applied.size()) {
     batch_events_.erase(batch_events_.begin(),
                         batch_events_.end() - static_cast<ptrdiff_t>(applied.size()));
+    // The listener first: the worker frees the roots whose operation ended before a caller,
+    // answered below, can send its next request on them.
+    if (listener_) {
+      std::vector<InstanceEvent> facts;
+      for (const auto& e : batch_events_) {
+        if (e.type != event_type::kOperationRequested) facts.push_back(e);
+      }
+      if (!facts.empty()) listener_(facts);
+    }
     for (size_t i = 0; waiters_ && i < applied.size(); ++i) {
       if (IsTerminal(applied[i].type) && batch_events_[i].type == applied[i].type) {
         waiters_->Complete(batch_events_[i].request_id, applied[i]);
       }
     }
-    std::erase_if(batch_events_,
-                  [](const InstanceEvent& e) { return e.type == event_type::kOperationRequested; });
-    if (listener_ && !batch_events_.empty()) listener_(batch_events_);
   }
   batch_events_.clear();
 }
