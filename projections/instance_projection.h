@@ -171,16 +171,15 @@ class InstanceView {
   Result<Page<Resource>> ListResources(const std::string& page_token, size_t max) const;
   Result<std::optional<ServiceTypeInstance>> GetInstance(const std::string& id) const;
   Result<Page<ServiceTypeInstance>> ListInstances(const InstanceFilter& filter,
-                                                  const std::string& page_token,
-                                                  size_t max) const;
+                                                  const std::string& page_token, size_t max) const;
   Result<std::optional<CleanupRecord>> GetCleanup(const std::string& instance_id) const;
   // `status` empty = any.
   Result<Page<CleanupRecord>> ListCleanup(const std::string& status, const std::string& page_token,
                                           size_t max) const;
   Result<std::optional<Saga>> GetSaga(const std::string& root) const;
   // Every saga in progress whose root `accept`s (the worker: roots of its partitions).
-  Result<std::vector<Saga>> ListSagas(const std::function<bool(const std::string& root)>& accept)
-      const;
+  Result<std::vector<Saga>> ListSagas(
+      const std::function<bool(const std::string& root)>& accept) const;
   // Every cleanup record whose root `accept`s.
   Result<std::vector<CleanupRecord>> ListCleanupFor(
       const std::function<bool(const std::string& root)>& accept) const;
