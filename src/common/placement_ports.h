@@ -1,8 +1,8 @@
 // The ports between the instance worker (consumers/instance_worker.h, which decides what to do)
 // and the HTTP transports it drives (src/http/placement_clients.h; tests use fakes):
-//   ServiceProviderApi  the SP instance API (SPEC §3.3): POST {endpoint}?id=, DELETE
-//   {endpoint}/{id} PolicyEngine        DCM's Policy Manager contract (POST
-//   .../policies:evaluateRequest)
+//   ServiceProviderApi: the SP instance API (SPEC §3.3), POST {endpoint}?id= and
+//                       DELETE {endpoint}/{id}
+//   PolicyEngine:       DCM's Policy Manager contract (POST .../policies:evaluateRequest)
 // Both block the calling worker thread for at most their timeout.
 #pragma once
 
