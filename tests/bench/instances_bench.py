@@ -489,7 +489,7 @@ def main():
     p.add_argument("--instances", type=int, default=1000)
     p.add_argument("--providers", type=int, default=10)
     p.add_argument("--clients", type=int, default=64, help="client threads, one connection each")
-    p.add_argument("--worker-threads", type=int, default=16, help="--instance-worker-threads")
+    p.add_argument("--worker-threads", type=int, default=32, help="--instance-worker-threads")
     p.add_argument("--http-threads", type=int, default=0, help="0 = one per core")
     p.add_argument("--health-interval", default="1s")
     p.add_argument("--backoff-base", default="1s")
