@@ -740,20 +740,11 @@ bool InstanceWorker::Rehydrate(Saga& saga) {
   if (!saga.Has(event_type::kInstanceCreated) && !CreateOnProvider(saga, s.new_resource_id)) {
     return false;
   }
-  // Create before delete: the old resource is only queued once the new one is accepted.
-  if (!saga.Has(event_type::kCleanupEnqueued)) {
-    auto old = instances_->GetInstance(s.old_resource_id);
-    if (!old) return Fail(saga, {500, "internal", old.error().message});
-    if (*old && !(*old)->deleted) {
-      InstanceEvent queued;
-      queued.type = event_type::kCleanupEnqueued;
-      queued.instance_id = s.old_resource_id;
-      queued.provider_name = (*old)->provider_name;
-      queued.provider_id = (*old)->provider_id;
-      queued.service_type = (*old)->service_type;
-      queued.requested_at_ms = clock_->NowMillis();
-      if (!Emit(saga, std::move(queued))) return false;
-    }
+  // Create before delete: the old resource is deleted with deferred=true (queued, the SP is not
+  // contacted) only once the new one is accepted.
+  if (!saga.Has(event_type::kCleanupEnqueued) &&
+      !DeleteOnProvider(saga, s.old_resource_id, DeleteMode::kDeferred)) {
+    return false;
   }
   if (!saga.Has(event_type::kResourceDeleted)) {
     InstanceEvent deleted;
