@@ -696,6 +696,8 @@ TEST_F(InstanceHandlersTest, RehydrateCatalogItemInstanceReturns202WithTheNewRes
   EXPECT_EQ(request.catalog_item_instance_id, "app");
   EXPECT_FALSE(request.new_resource_id.empty());
   EXPECT_NE(request.new_resource_id, old_resource);
+  // The generation it replaces, so that a concurrent rehydration of it gets 409 (worker).
+  EXPECT_EQ(request.old_resource_id, old_resource);
   EXPECT_EQ(body.Str("id"), "app");
   EXPECT_EQ(body.Str("resource_id"), request.new_resource_id);
   EXPECT_EQ(body.Str("old_resource_id"), old_resource);
