@@ -285,3 +285,22 @@ def rfc3339_ms(text):
     from datetime import datetime, timezone
     t = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
     return int(t.timestamp() * 1000)
+
+
+class InstanceReads:
+    """Read helpers shared by the instance e2e tests (a unittest.TestCase mixin). The test
+    provides `self.c` (a Client) and `self.pids` (provider name -> id)."""
+
+    def health(self, name):
+        r = self.c.get(f"{API}/providers/{self.pids[name]}")
+        self.assertEqual(r.status, 200, r)
+        return r.json()["health_status"]
+
+    def wait_health(self, name, status, timeout=10):
+        wait_until(lambda: self.health(name) == status, timeout=timeout, interval=0.02,
+                   what=f"{name} {status}")
+
+    def cii(self, id):
+        r = self.c.get(f"{API}/catalog-item-instances/{id}")
+        self.assertEqual(r.status, 200, r)
+        return r.json()

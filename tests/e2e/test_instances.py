@@ -14,8 +14,8 @@ import uuid
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import (API, Client, DevServer, SpSim, kafka_events, kafka_produce, main,
-                     rfc3339_ms, wait_until)
+from harness import (API, Client, DevServer, InstanceReads, SpSim, kafka_events, kafka_produce,
+                     main, rfc3339_ms, wait_until)
 
 CLEANUP_S = 1.0
 MAX_RETRIES = 3
@@ -38,7 +38,7 @@ def sub_sequence(wanted, types):
     return all(any(t == w for t in it) for w in wanted)
 
 
-class Base(unittest.TestCase):
+class Base(InstanceReads, unittest.TestCase):
     """Helpers shared by both server setups (cls.server, cls.sim)."""
 
     @classmethod
@@ -63,20 +63,6 @@ class Base(unittest.TestCase):
         wait_until(lambda: self.records() == [], timeout=CLEANUP_S + 3, what="empty queue")
 
     # --- reads ---
-
-    def health(self, name):
-        r = self.c.get(f"{API}/providers/{self.pids[name]}")
-        self.assertEqual(r.status, 200, r)
-        return r.json()["health_status"]
-
-    def wait_health(self, name, status, timeout=10):
-        wait_until(lambda: self.health(name) == status, timeout=timeout, interval=0.02,
-                   what=f"{name} {status}")
-
-    def cii(self, id):
-        r = self.c.get(f"{API}/catalog-item-instances/{id}")
-        self.assertEqual(r.status, 200, r)
-        return r.json()
 
     def records(self, status=None):
         q = f"?status={status}" if status else ""

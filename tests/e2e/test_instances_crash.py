@@ -11,7 +11,7 @@ import signal
 import unittest
 import uuid
 
-from harness import API, Client, Cluster, SpSim, kafka_events, main, wait_until
+from harness import API, Client, Cluster, InstanceReads, SpSim, kafka_events, main, wait_until
 
 FAST = ["--health-check-interval", "300ms", "--health-check-timeout", "2s",
         "--health-check-base-backoff-interval", "300ms",
@@ -22,7 +22,7 @@ NO_FAULT = {"health": "healthy", "fail_creates": False, "fail_deletes": False}
 REHYDRATE = "rehydrate_catalog_item_instance"
 
 
-class CrashTest(unittest.TestCase):
+class CrashTest(InstanceReads, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.cluster = Cluster()
@@ -57,20 +57,6 @@ class CrashTest(unittest.TestCase):
         cls.srv = cls.cluster.serve(data_dir=cls.data_dir, name=f"s{cls.runs}",
                                     extra=[*FAST, *extra])
         return cls.srv
-
-    def health(self, name):
-        r = self.c.get(f"{API}/providers/{self.pids[name]}")
-        self.assertEqual(r.status, 200, r)
-        return r.json()["health_status"]
-
-    def wait_health(self, name, status, timeout=10):
-        wait_until(lambda: self.health(name) == status, timeout=timeout, interval=0.02,
-                   what=f"{name} {status}")
-
-    def cii(self, id):
-        r = self.c.get(f"{API}/catalog-item-instances/{id}")
-        self.assertEqual(r.status, 200, r)
-        return r.json()
 
     def records(self):
         r = self.c.get(f"{API}/cleanup-queue")
