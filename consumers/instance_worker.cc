@@ -31,6 +31,20 @@ std::string ReplyStatus(const std::string& body) {
   return status;
 }
 
+// The operation_failed fact ending `request`'s operation (`request`: its request or started).
+InstanceEvent FailureFact(const InstanceEvent& request, int http_status, std::string reason,
+                          std::string error) {
+  InstanceEvent f;
+  f.type = event_type::kOperationFailed;
+  f.request_id = request.request_id;
+  f.root = request.root;
+  f.operation = request.operation;
+  f.http_status = http_status;
+  f.reason = std::move(reason);
+  f.error = std::move(error);
+  return f;
+}
+
 // A short description of an SP/policy answer for error messages and events.
 std::string Describe(const Result<SpReply>& reply) {
   if (!reply) return reply.error().message;
@@ -280,15 +294,7 @@ InstanceEvent InstanceWorker::Decide(const InstanceEvent& request) {
   d.subject.clear();
   d.type = event_type::kOperationStarted;
   auto fail = [&](int status, const char* reason, std::string error) {
-    InstanceEvent f;
-    f.type = event_type::kOperationFailed;
-    f.request_id = request.request_id;
-    f.root = request.root;
-    f.operation = request.operation;
-    f.http_status = status;
-    f.reason = reason;
-    f.error = std::move(error);
-    return f;
+    return FailureFact(request, status, reason, std::move(error));
   };
   bool ended = false;
   {
@@ -767,12 +773,8 @@ bool InstanceWorker::Rehydrate(Saga& saga) {
 }
 
 bool InstanceWorker::Fail(Saga& saga, const Failure& failure) {
-  InstanceEvent failed;
-  failed.type = event_type::kOperationFailed;
-  failed.operation = saga.started.operation;
-  failed.http_status = failure.http_status;
-  failed.reason = failure.reason;
-  failed.error = failure.error;
+  InstanceEvent failed =
+      FailureFact(saga.started, failure.http_status, failure.reason, failure.error);
   Logger("instance-worker")
       ->info("msg=\"operation failed\" operation={} root={} status={} reason={} error=\"{}\"",
              saga.started.operation, saga.started.root, failure.http_status, failure.reason,
