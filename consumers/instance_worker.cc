@@ -4,6 +4,7 @@
 #include <csignal>
 #include <future>
 
+#include "consumers/catch_up.h"
 #include "consumers/dead_letter.h"
 #include "events/json_read.h"
 #include "src/common/log.h"
@@ -123,22 +124,9 @@ void InstanceWorker::Stop() {
 
 std::map<int32_t, int64_t> InstanceWorker::OnAssigned(const std::vector<int32_t>& partitions) {
   auto logger = Logger("instance-worker");
-  // Everything the previous owner produced must be in the local projection before its sagas
-  // resume here: it flushed before giving the partitions up, so the high watermark covers it.
-  const auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
-  for (int32_t p : partitions) {
-    auto marks = consumer_->QueryWatermarks(options_.instances_topic, p, 5000);
-    if (!marks) {
-      logger->warn("msg=\"no watermark; deciding from the local state\" partition={} error=\"{}\"",
-                   p, marks.error().message);
-      continue;
-    }
-    while (running_ && std::chrono::steady_clock::now() < deadline) {
-      auto offsets = store_->LoadOffsets(InstanceProjection::kName, options_.instances_topic);
-      if (offsets && (*offsets)[p] >= marks->second) break;
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-  }
+  // What the previous owner produced must be in the local projection before its sagas resume.
+  (void)WaitForCatchUp(*store_, *consumer_, InstanceProjection::kName, options_.instances_topic,
+                       partitions, options_.catch_up_timeout, running_, "instance-worker");
   {
     std::unique_lock lock(own_mu_);
     owned_.insert(partitions.begin(), partitions.end());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "consumers/catch_up.h"
 #include "src/common/log.h"
 #include "src/common/uuid.h"
 
@@ -134,25 +135,9 @@ void Prober::GroupLoop() {
 void Prober::OnAssigned(const std::vector<int32_t>& partitions) {
   auto logger = Logger("prober");
   // What the previous owner produced must be in the local projection before its records seed
-  // ours; it flushed before giving the partitions up (OnRevoked), so the high watermark now
-  // covers everything it wrote.
-  const auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
-  for (int32_t p : partitions) {
-    auto marks = consumer_->QueryWatermarks(options_.health_topic, p, 5000);
-    if (!marks) {
-      logger->warn("msg=\"no watermark; probing from the local state\" partition={} error=\"{}\"",
-                   p, marks.error().message);
-      continue;
-    }
-    while (running_ && std::chrono::steady_clock::now() < deadline) {
-      auto offsets = store_->LoadOffsets(HealthProjection::kName, options_.health_topic);
-      if (offsets && (*offsets)[p] >= marks->second) break;
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-  }
-  if (std::chrono::steady_clock::now() >= deadline) {
-    logger->warn("msg=\"health projection not caught up; probing from the local state\"");
-  }
+  // ours (consumers/catch_up.h).
+  (void)WaitForCatchUp(*store_, *consumer_, HealthProjection::kName, options_.health_topic,
+                       partitions, options_.catch_up_timeout, running_, "prober");
   {
     std::lock_guard lock(mu_);
     owned_.insert(partitions.begin(), partitions.end());
