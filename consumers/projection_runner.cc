@@ -114,7 +114,7 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages)
       dead_letter(m, event.error().message);
       continue;
     }
-    const EventPosition position{m.topic, m.partition, m.offset, m.timestamp_ms};
+    const EventPosition position{m.topic, m.partition, m.offset, m.timestamp_ms, m.key, m.value};
     if (auto status = projection_->Apply(*event, position, batch); !status) {
       if (status.error().code != ErrorCode::kCorruption) return status;
       dead_letter(m, status.error().message);

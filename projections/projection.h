@@ -27,6 +27,8 @@ struct EventPosition {
   int32_t partition = 0;
   int64_t offset = 0;
   int64_t timestamp_ms = 0;  // the Kafka message timestamp
+  std::string_view key = {};    // the Kafka message key
+  std::string_view value = {};  // the message as stored (the CloudEvent's JSON before decoding)
 };
 
 class Projection {

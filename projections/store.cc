@@ -35,6 +35,11 @@ void StoreBatch::Put(std::string_view key, std::string_view value) {
   pending_[std::string(key)] = std::string(value);
 }
 
+void StoreBatch::PutUnread(std::string_view key, std::string_view value) {
+  batch_->Put(rocksdb::Slice(key.data(), key.size()), rocksdb::Slice(value.data(), value.size()))
+      .PermitUncheckedError();
+}
+
 void StoreBatch::Delete(std::string_view key) {
   batch_->Delete(rocksdb::Slice(key.data(), key.size())).PermitUncheckedError();
   pending_[std::string(key)] = std::nullopt;

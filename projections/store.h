@@ -38,6 +38,10 @@ class StoreBatch {
   StoreBatch& operator=(StoreBatch&&) noexcept;
 
   void Put(std::string_view key, std::string_view value);
+  // A write the fold never reads back (an append-only index entry): cheaper, because Get does not
+  // see it through this batch, nor through a bulk-load store's read index. Store::Get still finds
+  // it once written in live mode.
+  void PutUnread(std::string_view key, std::string_view value);
   void Delete(std::string_view key);
   size_t Count() const;
   void Clear();

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   dcm::cli::RegisterServeCommand(app, &exit_code);
   dcm::cli::RegisterDevKafkaCommand(app, &exit_code);
+  dcm::cli::RegisterEventsCommand(app, &exit_code);
+  dcm::cli::RegisterProjectionsCommand(app, &exit_code);
   dcm::RegisterSpSimCommand(app);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -10,6 +10,10 @@ namespace dcm::cli {
 
 void RegisterServeCommand(CLI::App& app, int* exit_code);
 void RegisterDevKafkaCommand(CLI::App& app, int* exit_code);
+// `dcm events`: read the event topics directly (src/cli/events_cmd.cc).
+void RegisterEventsCommand(CLI::App& app, int* exit_code);
+// `dcm projections rebuild|verify` (src/cli/projections_cmd.cc).
+void RegisterProjectionsCommand(CLI::App& app, int* exit_code);
 
 // Blocks SIGINT and SIGTERM in the calling thread (call before starting threads, so they inherit
 // the mask) and returns a function that waits for one of them.
