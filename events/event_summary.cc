@@ -1,0 +1,2 @@
+// Placeholder (issue #5).
+#include "events/event_summary.h"

@@ -1,0 +1,2 @@
+// Placeholder (issue #5).
+#include "projections/audit_projection.h"
