@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "events/json_read.h"
+#include "events/upcast.h"
 #include "src/common/json_writer.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
@@ -15,12 +16,22 @@ namespace {
 constexpr HealthStatus kStatuses[] = {HealthStatus::kPending, HealthStatus::kReady,
                                       HealthStatus::kUnhealthy, HealthStatus::kUnavailable};
 
-Result<simdjson::dom::object> ParseData(const CloudEvent& event, const char* type) {
+// Bounds of a probe's latency: v1 accepted up to 1e9 ms, so v2 accepts up to 1e12 µs.
+constexpr double kMaxLatencyMs = 1e9;
+constexpr int64_t kMaxLatencyUs = 1'000'000'000'000;
+
+// The data of `event` (of `type`) at its latest schema version, upcast into `storage` if older.
+Result<simdjson::dom::object> ParseData(const CloudEvent& event, const char* type,
+                                        std::string& storage) {
   if (event.type != type) {
     return MakeError(ErrorCode::kCorruption, std::string("not a ") + type + ": " + event.type);
   }
-  ASSIGN_OR_RETURN(auto data, ParseEventData(event, kHealthEventSchemaVersion));
-  return simdjson::dom::object(data);
+  ASSIGN_OR_RETURN(std::string_view data, DataAtLatestVersion(event, storage));
+  auto parsed = ParseJson(data);
+  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
+  simdjson::dom::object object;
+  if (parsed->get(object)) return MakeError(ErrorCode::kCorruption, "data is not an object");
+  return object;
 }
 
 Result<std::string> RequiredString(simdjson::dom::object data, std::string_view key) {
@@ -48,14 +59,14 @@ Result<int64_t> EventTime(const CloudEvent& event) {
 }
 
 CloudEvent Envelope(const char* type, std::string id, const std::string& source,
-                    const std::string& subject, int64_t time_ms) {
+                    const std::string& subject, int64_t time_ms, int schema_version) {
   CloudEvent e;
   e.id = id.empty() ? NewUuidV4() : std::move(id);
   e.source = source;
   e.type = type;
   e.subject = subject;
   e.time = FormatRfc3339Millis(time_ms);
-  e.schema_version = kHealthEventSchemaVersion;
+  e.schema_version = schema_version;
   return e;
 }
 
@@ -86,7 +97,8 @@ std::optional<HealthStatus> ParseHealthStatus(std::string_view name) {
 }
 
 CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source) {
-  CloudEvent e = Envelope(event_type::kHealthProbed, p.probe_id, source, p.provider_id, p.time_ms);
+  CloudEvent e = Envelope(event_type::kHealthProbed, p.probe_id, source, p.provider_id, p.time_ms,
+                          kHealthProbedSchemaVersion);
   JsonWriter w;
   w.BeginObject();
   w.Field("provider_id", p.provider_id);
@@ -105,8 +117,7 @@ CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source) {
   } else {
     w.Int(p.http_status);
   }
-  w.Key("latency_ms");
-  w.Double(static_cast<double>(p.latency_us) / 1000.0);
+  w.Field("latency_us", p.latency_us);
   if (!p.error.empty()) w.Field("error", p.error);
   w.Field("failure_threshold", p.failure_threshold);
   w.Field("success_threshold", p.success_threshold);
@@ -116,7 +127,8 @@ CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source) {
 }
 
 Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
-  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthProbed));
+  std::string upcast;
+  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthProbed, upcast));
   HealthProbe p;
   p.probe_id = event.id;
   ASSIGN_OR_RETURN(p.time_ms, EventTime(event));
@@ -140,12 +152,11 @@ Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
     }
     p.http_status = static_cast<int>(status);
   }
-  if (auto value = Member(data, "latency_ms")) {
-    double ms = 0;
-    if (value->get(ms) || !(ms >= 0) || ms > 1e9) {
-      return MakeError(ErrorCode::kCorruption, "latency_ms must be a non-negative number");
+  if (auto value = Member(data, "latency_us")) {
+    if (value->get(p.latency_us) || p.latency_us < 0 || p.latency_us > kMaxLatencyUs) {
+      return MakeError(ErrorCode::kCorruption,
+                       "latency_us must be an integer number of microseconds, 0..1e12");
     }
-    p.latency_us = std::llround(ms * 1000.0);
   }
   p.error = StringMember(data, "error");
   ASSIGN_OR_RETURN(int64_t failures, RequiredInt(data, "failure_threshold"));
@@ -163,7 +174,7 @@ CloudEvent EncodeHealthChange(const HealthChange& c, const std::string& source) 
   CloudEvent e =
       Envelope(event_type::kHealthChanged,
                DeterministicUuid("health_changed:" + c.provider_id + ":" + std::to_string(c.seq)),
-               source, c.provider_id, c.time_ms);
+               source, c.provider_id, c.time_ms, kHealthChangedSchemaVersion);
   JsonWriter w;
   w.BeginObject();
   w.Field("provider_id", c.provider_id);
@@ -178,7 +189,8 @@ CloudEvent EncodeHealthChange(const HealthChange& c, const std::string& source) 
 }
 
 Result<HealthChange> DecodeHealthChange(const CloudEvent& event) {
-  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthChanged));
+  std::string upcast;
+  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthChanged, upcast));
   HealthChange c;
   ASSIGN_OR_RETURN(c.time_ms, EventTime(event));
   ASSIGN_OR_RETURN(c.provider_id, RequiredString(data, "provider_id"));
@@ -196,6 +208,34 @@ Result<HealthChange> DecodeHealthChange(const CloudEvent& event) {
     }
   }
   return c;
+}
+
+Result<std::string> UpcastHealthProbedV1ToV2(std::string_view data) {
+  auto parsed = ParseJson(data);
+  if (!parsed) return MakeError(ErrorCode::kCorruption, parsed.error().message);
+  simdjson::dom::object object;
+  if (parsed->get(object)) return MakeError(ErrorCode::kCorruption, "data is not an object");
+  JsonWriter w;
+  w.BeginObject();
+  bool converted = false;
+  for (const auto field : object) {
+    if (field.key == "latency_us") continue;  // not a v1 field: it would shadow the converted one
+    if (field.key != "latency_ms") {
+      w.Key(field.key);
+      w.Raw(Minify(field.value));
+      continue;
+    }
+    if (converted) continue;  // a repeated key: v1 readers took the first
+    double ms = 0;
+    if (field.value.get(ms) || !(ms >= 0) || ms > kMaxLatencyMs) {
+      return MakeError(ErrorCode::kCorruption,
+                       "latency_ms must be a number of milliseconds, 0..1e9");
+    }
+    w.Field("latency_us", static_cast<int64_t>(std::llround(ms * 1000.0)));
+    converted = true;
+  }
+  w.EndObject();
+  return w.Take();
 }
 
 ProbeResponse ClassifyHealthResponse(ProbeResponse r) {

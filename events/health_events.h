@@ -29,8 +29,14 @@ inline constexpr char kHealthProbed[] = "dcm.provider.health_probed";
 inline constexpr char kHealthChanged[] = "dcm.provider.health_changed";
 }  // namespace event_type
 
-// The newest `schemaversion` of each health event's data. Decoders accept 1..current.
-inline constexpr int kHealthEventSchemaVersion = 1;
+// The newest `schemaversion` of each health event's data, which the encoders write. Decoders read
+// every version from 1 (older ones through the upcaster, events/upcast.h); newer ones are poison.
+//   health_probed v1: `latency_ms`, a JSON float of milliseconds (5000.125).
+//   health_probed v2: `latency_us`, an integer of microseconds (5000125). Integers are exact and
+//     print the same in every encoder, so byte-identical rebuilds never depend on how a language
+//     formats floats; the struct always held microseconds.
+inline constexpr int kHealthProbedSchemaVersion = 2;
+inline constexpr int kHealthChangedSchemaVersion = 1;
 
 enum class HealthStatus { kPending, kReady, kUnhealthy, kUnavailable };
 // "Pending", "Ready", "Unhealthy", "Unavailable" (SPEC §3.2 spelling).
@@ -80,9 +86,17 @@ struct HealthChange {
 // (a fresh UUID when empty).
 CloudEvent EncodeHealthProbe(const HealthProbe& probe, const std::string& source);
 CloudEvent EncodeHealthChange(const HealthChange& change, const std::string& source);
-// kCorruption for anything else or malformed data (dead-letter it).
+// kCorruption for anything else or malformed data (dead-letter it). DecodeHealthProbe reads v1
+// and v2 alike: a v1 event decodes to the same HealthProbe as its v2 twin.
 Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event);
 Result<HealthChange> DecodeHealthChange(const CloudEvent& event);
+
+// The upcast step health_probed v1 → v2 (registered in events/upcast.cc): `latency_ms` becomes
+// `latency_us` = round(latency_ms × 1000) in the same position; every other member is kept. A
+// `latency_us` member in v1 data (not a v1 field, ignored by v1 readers) is dropped, and so is
+// any repeated `latency_ms` (readers took the first). kCorruption when `data` is not a JSON
+// object or `latency_ms` is not a number in 0..1e9.
+Result<std::string> UpcastHealthProbedV1ToV2(std::string_view data);
 
 // Classifies what the transport saw (SPEC §3.2): 200 + JSON object whose `status` is "healthy"
 // → kNone; "unhealthy" → kReportedUnhealthy; any other 200 body → kBadBody; another status →

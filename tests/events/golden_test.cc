@@ -4,6 +4,11 @@
 // dcm.instances; SPs produce dcm.status.{service_type} to dcm.status. This test proves every file
 // decodes with today's decoders, re-encodes to exactly the same bytes (minified; SP status events
 // are only decoded: we never produce them), and that every event type has one.
+//
+// Old logs keep older schema versions forever (SPEC §4), so a golden of an older version stays
+// when its type moves on (`<type>.v1.json` next to `<type>.v2.json`). Each such file must have a
+// twin of the latest version with the same name otherwise: the old one must decode to the same
+// typed event, re-encode to the twin's bytes, and upcast (events/upcast.h) to the twin exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +24,7 @@
 #include "events/instance_events.h"
 #include "events/json_read.h"
 #include "events/provider_events.h"
+#include "events/upcast.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
 
@@ -64,7 +70,8 @@ bool IsRequestType(std::string_view type) {
 bool IsStatusType(std::string_view type) { return type.starts_with(event_type::kStatusPrefix); }
 
 int CurrentSchemaVersion(std::string_view type) {
-  if (type.starts_with("dcm.provider.health_")) return kHealthEventSchemaVersion;
+  if (type == event_type::kHealthProbed) return kHealthProbedSchemaVersion;
+  if (type == event_type::kHealthChanged) return kHealthChangedSchemaVersion;
   if (IsInstanceEventType(type)) return kInstanceEventSchemaVersion;
   if (IsStatusType(type)) return kSpStatusEventSchemaVersion;
   return kProviderEventSchemaVersion;
@@ -146,14 +153,33 @@ CloudEvent ReEncode(const CloudEvent& event) {
   return again;
 }
 
-TEST(GoldenTest, EveryGoldenDecodesAndReEncodesToTheSameBytes) {
+// The golden of the latest schema version that `older` (a golden of an older version) stands
+// next to: the same file name with ".v<latest>." for ".v<version>.".
+std::string TwinFileName(const Golden& older, const CloudEvent& event) {
+  const std::string from = ".v" + std::to_string(event.schema_version) + ".";
+  const std::string to = ".v" + std::to_string(CurrentSchemaVersion(event.type)) + ".";
+  std::string name = older.file;
+  const size_t at = name.find(from);
+  if (at != std::string::npos) name.replace(at, from.size(), to);
+  return name;
+}
+
+const Golden* FindGolden(const std::vector<Golden>& goldens, const std::string& file) {
+  for (const auto& golden : goldens) {
+    if (golden.file == file) return &golden;
+  }
+  return nullptr;
+}
+
+TEST(GoldenTest, EveryLatestVersionGoldenDecodesAndReEncodesToTheSameBytes) {
   const auto goldens = LoadGoldens();
   ASSERT_FALSE(goldens.empty()) << "no golden files in " << GOLDEN_DIR;
   for (const auto& golden : goldens) {
     SCOPED_TRACE(golden.file);
     auto event = DecodeCloudEvent(golden.json);
     ASSERT_TRUE(event.has_value()) << event.error().message;
-    EXPECT_EQ(event->schema_version, CurrentSchemaVersion(event->type));
+    ASSERT_LE(event->schema_version, CurrentSchemaVersion(event->type));
+    if (event->schema_version < CurrentSchemaVersion(event->type)) continue;  // tests below
     if (IsStatusType(event->type)) {
       auto status = DecodeSpStatusEvent(*event);
       EXPECT_TRUE(status.has_value()) << status.error().message;
@@ -162,6 +188,83 @@ TEST(GoldenTest, EveryGoldenDecodesAndReEncodesToTheSameBytes) {
     const CloudEvent again = ReEncode(*event);
     EXPECT_EQ(again, *event);
     EXPECT_EQ(EncodeCloudEvent(again), Minified(golden.json));
+  }
+}
+
+TEST(GoldenTest, SchemaVersionConstantsAgreeWithTheUpcastChains) {
+  for (const auto& golden : LoadGoldens()) {
+    auto event = DecodeCloudEvent(golden.json);
+    ASSERT_TRUE(event.has_value()) << golden.file;
+    EXPECT_EQ(LatestSchemaVersion(event->type), CurrentSchemaVersion(event->type)) << event->type;
+  }
+}
+
+TEST(GoldenTest, EveryOlderVersionGoldenHasALatestVersionTwin) {
+  const auto goldens = LoadGoldens();
+  int older = 0;
+  for (const auto& golden : goldens) {
+    auto event = DecodeCloudEvent(golden.json);
+    ASSERT_TRUE(event.has_value()) << golden.file;
+    if (event->schema_version == CurrentSchemaVersion(event->type)) continue;
+    ++older;
+    const std::string twin = TwinFileName(golden, *event);
+    EXPECT_NE(FindGolden(goldens, twin), nullptr) << golden.file << " has no twin " << twin;
+  }
+  EXPECT_GE(older, 2) << "the health_probed v1 goldens are kept: old logs hold them";
+}
+
+TEST(GoldenTest, OlderVersionGoldensDecodeReEncodeAndUpcastToTheirLatestTwin) {
+  const auto goldens = LoadGoldens();
+  for (const auto& golden : goldens) {
+    auto old_event = DecodeCloudEvent(golden.json);
+    ASSERT_TRUE(old_event.has_value()) << golden.file;
+    if (old_event->schema_version == CurrentSchemaVersion(old_event->type)) continue;
+    SCOPED_TRACE(golden.file);
+    const Golden* twin = FindGolden(goldens, TwinFileName(golden, *old_event));
+    ASSERT_NE(twin, nullptr);
+    auto twin_event = DecodeCloudEvent(twin->json);
+    ASSERT_TRUE(twin_event.has_value()) << twin_event.error().message;
+    // A current writer given what the old event decodes to writes the twin, byte for byte.
+    EXPECT_EQ(EncodeCloudEvent(ReEncode(*old_event)), Minified(twin->json));
+    // The upcaster turns the old envelope into the twin exactly (data bytes included).
+    CloudEvent upcast = *old_event;
+    ASSERT_TRUE(UpcastToLatest(upcast).has_value());
+    EXPECT_EQ(upcast, *twin_event);
+    if (old_event->type == event_type::kHealthProbed) {
+      auto old_probe = DecodeHealthProbe(*old_event);
+      auto twin_probe = DecodeHealthProbe(*twin_event);
+      ASSERT_TRUE(old_probe.has_value()) << old_probe.error().message;
+      ASSERT_TRUE(twin_probe.has_value()) << twin_probe.error().message;
+      EXPECT_EQ(*old_probe, *twin_probe);
+    }
+  }
+}
+
+Result<HealthProbe> DecodeProbeGolden(const std::string& file) {
+  std::ifstream in(std::filesystem::path(GOLDEN_DIR) / file);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  auto event = DecodeCloudEvent(buffer.str());
+  if (!event) return tl::unexpected(event.error());
+  return DecodeHealthProbe(*event);
+}
+
+TEST(GoldenTest, HealthProbedV1GoldensReadTheirMillisecondsAsTheV2Microseconds) {
+  struct Case {
+    std::string v1, v2;
+    int64_t latency_us;
+  };
+  for (const Case& c :
+       {Case{"dcm.provider.health_probed.v1.json", "dcm.provider.health_probed.v2.json", 5'000'125},
+        Case{"dcm.provider.health_probed.v1.healthy.json",
+             "dcm.provider.health_probed.v2.healthy.json", 1'875}}) {
+    SCOPED_TRACE(c.v1);
+    auto v1 = DecodeProbeGolden(c.v1);
+    auto v2 = DecodeProbeGolden(c.v2);
+    ASSERT_TRUE(v1.has_value()) << v1.error().message;
+    ASSERT_TRUE(v2.has_value()) << v2.error().message;
+    EXPECT_EQ(v1->latency_us, c.latency_us);
+    EXPECT_EQ(*v1, *v2);
   }
 }
 

@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
+
+#include "src/common/json_writer.h"
 
 namespace dcm {
 namespace {
@@ -131,23 +135,104 @@ TEST(HealthEventsTest, BadBodyErrorIsBoundedWhateverTheProviderSends) {
 
 TEST(HealthEventsTest, MalformedProbeDataIsCorruption) {
   CloudEvent base = EncodeHealthProbe(SampleProbe(), "x");
-  for (const char* data :
-       {R"({})",
-        R"({"provider_id":"a","seq":"1","registration_seq":1,"failure_threshold":3,)"
-        R"("success_threshold":1})",
-        R"({"provider_id":"a","seq":1,"registration_seq":1,"failure_threshold":0,)"
-        R"("success_threshold":1})",
-        R"({"provider_id":"a","seq":1,"registration_seq":1,"failure_threshold":3,)"
-        R"("success_threshold":1,"http_status":42})",
-        R"({"provider_id":"a","seq":1,"registration_seq":1,"failure_threshold":3,)"
-        R"("success_threshold":1,"latency_ms":-1})"}) {
+  constexpr char kValid[] =
+      R"({"provider_id":"a","seq":1,"registration_seq":1,"failure_threshold":3,)"
+      R"("success_threshold":1)";
+  for (auto [version, data] : std::initializer_list<std::pair<int, std::string>>{
+           {2, R"({})"},
+           {2, R"({"provider_id":"a","seq":"1","registration_seq":1,"failure_threshold":3,)"
+               R"("success_threshold":1})"},
+           {2, R"({"provider_id":"a","seq":1,"registration_seq":1,"failure_threshold":0,)"
+               R"("success_threshold":1})"},
+           {2, std::string(kValid) + R"(,"http_status":42})"},
+           {2, std::string(kValid) + R"(,"latency_us":-1})"},
+           {2, std::string(kValid) + R"(,"latency_us":1.5})"},
+           {2, std::string(kValid) + R"(,"latency_us":"15"})"},
+           {2, std::string(kValid) + R"(,"latency_us":1000000000001})"},
+           {1, std::string(kValid) + R"(,"latency_ms":-1})"},
+           {1, std::string(kValid) + R"(,"latency_ms":"1.5"})"},
+           {1, std::string(kValid) + R"(,"latency_ms":1e10})"},
+           {1, R"({})"},
+           {1, R"([])"},
+           {1, R"({"provider_id":)"},
+       }) {
     SCOPED_TRACE(data);
     CloudEvent e = base;
+    e.schema_version = version;
     e.data = data;
     auto r = DecodeHealthProbe(e);
     ASSERT_FALSE(r.has_value());
     EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
   }
+}
+
+// What builds before schema v2 wrote: latency_ms as a float, in the same position.
+CloudEvent EncodeAsVersion1(const HealthProbe& p) {
+  CloudEvent e = EncodeHealthProbe(p, "dcm/prober/x");
+  const std::string v2_field = R"("latency_us":)" + std::to_string(p.latency_us);
+  JsonWriter ms;
+  ms.Double(static_cast<double>(p.latency_us) / 1000.0);
+  e.data.replace(e.data.find(v2_field), v2_field.size(), R"("latency_ms":)" + ms.str());
+  e.schema_version = 1;
+  return e;
+}
+
+TEST(HealthEventsTest, ProbesAreWrittenAsVersion2WithIntegerMicroseconds) {
+  const CloudEvent e = EncodeHealthProbe(SampleProbe(), "dcm/prober/x");
+  EXPECT_EQ(e.schema_version, 2);
+  EXPECT_EQ(e.schema_version, kHealthProbedSchemaVersion);
+  EXPECT_NE(e.data.find(R"("latency_us":1234,)"), std::string::npos) << e.data;
+  EXPECT_EQ(e.data.find("latency_ms"), std::string::npos) << e.data;
+}
+
+TEST(HealthEventsTest, Version1ProbeDecodesToTheSameProbeAsItsVersion2Twin) {
+  for (int64_t latency_us :
+       {int64_t{0}, int64_t{1}, int64_t{999}, int64_t{1234}, int64_t{4095}, int64_t{5'000'125},
+        int64_t{300'000'000}, int64_t{1'000'000'000'000}}) {
+    SCOPED_TRACE(latency_us);
+    HealthProbe p = SampleProbe();
+    p.latency_us = latency_us;
+    const CloudEvent v1 = EncodeAsVersion1(p);
+    ASSERT_EQ(v1.data.find("latency_us"), std::string::npos) << v1.data;
+    auto decoded = DecodeHealthProbe(v1);
+    ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+    EXPECT_EQ(*decoded, p);
+    EXPECT_EQ(EncodeHealthProbe(*decoded, "dcm/prober/x"), EncodeHealthProbe(p, "dcm/prober/x"));
+  }
+}
+
+TEST(HealthEventsTest, Version1ProbeWithoutLatencyDecodesWithZeroLatency) {
+  HealthProbe p = SampleProbe();
+  p.latency_us = 0;
+  CloudEvent v1 = EncodeAsVersion1(p);
+  const std::string field = R"("latency_ms":0,)";
+  ASSERT_NE(v1.data.find(field), std::string::npos) << v1.data;
+  v1.data.erase(v1.data.find(field), field.size());
+  auto decoded = DecodeHealthProbe(v1);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, p);
+}
+
+TEST(HealthEventsTest, ProbeOfANewerSchemaVersionIsPoisonNamingBothVersions) {
+  CloudEvent e = EncodeHealthProbe(SampleProbe(), "x");
+  e.schema_version = 3;
+  auto r = DecodeHealthProbe(e);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
+  EXPECT_EQ(r.error().message,
+            "schemaversion 3 of dcm.provider.health_probed is newer than this build reads "
+            "(latest 2)");
+}
+
+TEST(HealthEventsTest, HealthChangedStaysAtVersion1AndRejectsVersion2) {
+  HealthChange c{"vm-1", kT0, HealthStatus::kReady, HealthStatus::kUnavailable, "r", 9, {"p1"}};
+  CloudEvent e = EncodeHealthChange(c, "dcm/prober/a");
+  EXPECT_EQ(e.schema_version, kHealthChangedSchemaVersion);
+  EXPECT_EQ(e.schema_version, 1);
+  e.schema_version = 2;
+  auto r = DecodeHealthChange(e);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
 }
 
 }  // namespace

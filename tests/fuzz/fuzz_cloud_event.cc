@@ -2,7 +2,9 @@
 // DecodeCloudEvent, then every typed decoder (provider requests and outcomes, health, instance
 // events, SP status events). Beyond "no crash, no hang", it checks that whatever
 // decodes also survives an encode/decode round trip unchanged (SPEC §5.4: a replay must read
-// back what was written). Seeds: events/golden/ plus the inputs below.
+// back what was written), and that the upcaster (events/upcast.h) either brings an event to its
+// type's latest schema version, which then decodes exactly as the original did, or calls it
+// poison. Seeds: events/golden/ (health_probed in both v1 and v2) plus the inputs below.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include "events/health_events.h"
 #include "events/instance_events.h"
 #include "events/provider_events.h"
+#include "events/upcast.h"
 #include "src/common/time_format.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -77,6 +80,27 @@ void CheckHealthRoundTrip(const CloudEvent& event) {
   } else {
     FUZZ_CHECK(change.error().code == ErrorCode::kCorruption);
   }
+}
+
+// Upcasting is total (latest version or kCorruption), idempotent, and invisible to the decoders:
+// a probe decodes to the same HealthProbe before and after, and is poison in both or neither.
+void CheckUpcast(const CloudEvent& event) {
+  CloudEvent upcast = event;
+  auto status = UpcastToLatest(upcast);
+  if (!status) {
+    FUZZ_CHECK(status.error().code == ErrorCode::kCorruption);
+    FUZZ_CHECK(upcast == event);
+    FUZZ_CHECK(!DecodeHealthProbe(event).has_value());
+    return;
+  }
+  FUZZ_CHECK(upcast.schema_version == LatestSchemaVersion(event.type));
+  CloudEvent again = upcast;
+  FUZZ_CHECK(UpcastToLatest(again).has_value());
+  FUZZ_CHECK(again == upcast);
+  auto probe = DecodeHealthProbe(event);
+  auto probe_upcast = DecodeHealthProbe(upcast);
+  FUZZ_CHECK(probe.has_value() == probe_upcast.has_value());
+  if (probe) FUZZ_CHECK(*probe == *probe_upcast);
 }
 
 void CheckInstanceRoundTrip(const CloudEvent& event) {
@@ -152,6 +176,15 @@ std::vector<std::string> Seeds() {
       R"("provider_id":"a","seq":3,"registration_seq":1,"url":"http://a/health",)"
       R"("failure_class":"timeout","http_status":null,"latency_ms":5000.5,"error":"e",)"
       R"("failure_threshold":3,"success_threshold":1}})",
+      R"({"specversion":"1.0","id":"p2","source":"dcm/prober","type":"dcm.provider.health_probed",)"
+      R"("subject":"a","time":"2026-01-01T00:00:00.000Z","schemaversion":2,"data":{)"
+      R"("provider_id":"a","seq":4,"registration_seq":1,"url":"http://a/health",)"
+      R"("failure_class":null,"http_status":200,"latency_us":1875,)"
+      R"("failure_threshold":3,"success_threshold":1}})",
+      R"({"specversion":"1.0","id":"p3","source":"dcm/prober","type":"dcm.provider.health_probed",)"
+      R"("subject":"a","time":"2026-01-01T00:00:00.000Z","schemaversion":"1","data":{)"
+      R"("provider_id":"a","seq":5,"registration_seq":1,"latency_us":7,"latency_ms":4.095,)"
+      R"("latency_ms":"x","failure_threshold":3,"success_threshold":1}})",
       R"({"specversion":"1.0","id":"c1","source":"dcm/prober","type":"dcm.provider.health_changed",)"
       R"("subject":"a","time":"2026-01-01T00:00:00.000Z","data":{"provider_id":"a",)"
       R"("from":"Ready","to":"Unavailable","reason":"r","seq":3,"probe_ids":["p1",2]}})",
@@ -199,6 +232,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dcm::fuzz::CheckRequestRoundTrip(*event);
   dcm::fuzz::CheckOutcomeRoundTrip(*event);
   dcm::fuzz::CheckHealthRoundTrip(*event);
+  dcm::fuzz::CheckUpcast(*event);
   dcm::fuzz::CheckInstanceRoundTrip(*event);
   dcm::fuzz::CheckSpStatus(*event);
   return 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "events/cloud_event.h"
+#include "src/common/json_writer.h"
 
 namespace dcm {
 namespace {
@@ -130,7 +131,7 @@ TEST(HealthProjectionTest, MalformedEventsArePoison) {
   wrong_subject.subject = "b";
   poison.push_back(wrong_subject);
   CloudEvent future = Probe("a", 1, ProbeFailure::kNone);
-  future.schema_version = kHealthEventSchemaVersion + 1;
+  future.schema_version = kHealthProbedSchemaVersion + 1;
   poison.push_back(future);
   CloudEvent bad_change = Probe("a", 1, ProbeFailure::kNone);
   bad_change.type = event_type::kHealthChanged;
@@ -142,6 +143,156 @@ TEST(HealthProjectionTest, MalformedEventsArePoison) {
     ASSERT_FALSE(status.has_value());
     EXPECT_EQ(status.error().code, ErrorCode::kCorruption);
   }
+}
+
+// --- schema evolution: health_probed v1 (latency_ms) and v2 (latency_us) fold alike -------------
+
+// The event a build before schema v2 wrote for `p`: latency_ms as a float, in the same position.
+CloudEvent EncodeAsVersion1(const HealthProbe& p) {
+  CloudEvent e = EncodeHealthProbe(p, "dcm/prober/test");
+  const std::string v2_field = R"("latency_us":)" + std::to_string(p.latency_us);
+  JsonWriter ms;
+  ms.Double(static_cast<double>(p.latency_us) / 1000.0);
+  e.data.replace(e.data.find(v2_field), v2_field.size(), R"("latency_ms":)" + ms.str());
+  e.schema_version = 1;
+  return e;
+}
+
+// Two providers through every state: a goes Ready → (3 timeouts) Unavailable → Ready →
+// Unhealthy → Ready; b goes Unavailable, is re-registered (reset) and ends Unhealthy. Latencies
+// have fractional milliseconds, some whose ms × 1000 is not exact in binary (4.095 × 1000 is
+// 4094.9999999999995): a step that truncated instead of rounding would change the state.
+std::vector<HealthProbe> ProbeSequence() {
+  struct Step {
+    const char* id;
+    int64_t seq;
+    int64_t registration_seq;
+    ProbeFailure failure;
+    int64_t latency_us;
+  };
+  const Step steps[] = {
+      {"a", 1, 1, ProbeFailure::kNone, 1'875},
+      {"b", 1, 1, ProbeFailure::kConnect, 333},
+      {"a", 2, 1, ProbeFailure::kTimeout, 5'000'125},
+      {"b", 2, 1, ProbeFailure::kConnect, 4'095},
+      {"a", 3, 1, ProbeFailure::kTimeout, 5'000'001},
+      {"b", 3, 1, ProbeFailure::kConnect, 1},
+      {"a", 4, 1, ProbeFailure::kTimeout, 4'999'999},
+      {"b", 4, 2, ProbeFailure::kNone, 0},
+      {"a", 5, 1, ProbeFailure::kNone, 2'500},
+      {"a", 6, 1, ProbeFailure::kReportedUnhealthy, 123'457},
+      {"b", 5, 2, ProbeFailure::kHttpStatus, 7'000},
+      {"a", 7, 1, ProbeFailure::kNone, 1'003},
+      {"b", 6, 2, ProbeFailure::kReportedUnhealthy, 2'006},
+  };
+  std::vector<HealthProbe> probes;
+  for (const Step& s : steps) {
+    HealthProbe p;
+    p.probe_id = std::string(s.id) + "-probe-" + std::to_string(s.seq);
+    p.time_ms = kT0 + s.seq * 1000;
+    p.provider_id = s.id;
+    p.seq = s.seq;
+    p.registration_seq = s.registration_seq;
+    p.url = "http://sp/health";
+    p.failure = s.failure;
+    p.http_status =
+        s.failure == ProbeFailure::kNone || s.failure == ProbeFailure::kReportedUnhealthy ? 200
+        : s.failure == ProbeFailure::kHttpStatus                                          ? 503
+                                                                                          : 0;
+    p.latency_us = s.latency_us;
+    p.error = s.failure == ProbeFailure::kNone ? "" : "failed";
+    probes.push_back(p);
+  }
+  return probes;
+}
+
+enum class Versions { kAllV1, kAllV2, kAlternating, kAlternatingFromV2 };
+
+std::vector<CloudEvent> Log(Versions versions) {
+  std::vector<CloudEvent> log;
+  const auto probes = ProbeSequence();
+  for (size_t i = 0; i < probes.size(); ++i) {
+    bool v1 = versions == Versions::kAllV1;
+    if (versions == Versions::kAlternating) v1 = i % 2 == 0;
+    if (versions == Versions::kAlternatingFromV2) v1 = i % 2 == 1;
+    log.push_back(v1 ? EncodeAsVersion1(probes[i])
+                     : EncodeHealthProbe(probes[i], "dcm/prober/test"));
+  }
+  return log;
+}
+
+std::vector<HealthRecord> Records(const Health& h) {
+  std::vector<HealthRecord> records;
+  EXPECT_TRUE(h.view_.ForEach([&](const HealthRecord& r) {
+    records.push_back(r);
+    return true;
+  }));
+  return records;
+}
+
+TEST(HealthProjectionTest, ALogMixingV1AndV2ProbesReplaysToTheSameState) {
+  const auto v1_log = Log(Versions::kAllV1);
+  ASSERT_EQ(v1_log[0].schema_version, 1);
+  ASSERT_NE(v1_log[0].data.find("latency_ms"), std::string::npos);
+  Health all_v2("/mem/health-all-v2");
+  Health all_v1("/mem/health-all-v1");
+  Health mixed("/mem/health-mixed");
+  Health mixed_other("/mem/health-mixed-other");
+  ASSERT_TRUE(all_v2.Apply(Log(Versions::kAllV2)));
+  ASSERT_TRUE(all_v1.Apply(v1_log));
+  ASSERT_TRUE(mixed.Apply(Log(Versions::kAlternating)));
+  ASSERT_TRUE(mixed_other.Apply(Log(Versions::kAlternatingFromV2)));
+
+  // The state machine moved: a is Ready again after Unavailable and Unhealthy, b was reset by
+  // its re-registration and ends Unhealthy.
+  auto a = all_v2.view_.Get("a");
+  auto b = all_v2.view_.Get("b");
+  ASSERT_TRUE(a && *a && b && *b);
+  EXPECT_EQ((*a)->status, HealthStatus::kReady);
+  EXPECT_EQ((*a)->last_latency_us, 1'003);
+  EXPECT_EQ((*b)->status, HealthStatus::kUnhealthy);
+  EXPECT_EQ((*b)->registration_seq, 2);
+  EXPECT_EQ((*b)->last_latency_us, 2'006);
+
+  const std::string digest = all_v2.Digest();
+  EXPECT_EQ(all_v1.Digest(), digest);
+  EXPECT_EQ(mixed.Digest(), digest);
+  EXPECT_EQ(mixed_other.Digest(), digest);
+  EXPECT_EQ(Records(all_v1), Records(all_v2));
+  EXPECT_EQ(Records(mixed), Records(all_v2));
+}
+
+TEST(HealthProjectionTest, EveryStepOfAV1OrMixedLogFoldsAsItsV2Twin) {
+  for (Versions versions :
+       {Versions::kAllV1, Versions::kAlternating, Versions::kAlternatingFromV2}) {
+    Health v2("/mem/health-step-v2-" + std::to_string(static_cast<int>(versions)));
+    Health mixed("/mem/health-step-mixed-" + std::to_string(static_cast<int>(versions)));
+    const auto twins = Log(Versions::kAllV2);
+    const auto log = Log(versions);
+    for (size_t i = 0; i < log.size(); ++i) {
+      SCOPED_TRACE(i);
+      ASSERT_TRUE(v2.Apply({twins[i]}));
+      ASSERT_TRUE(mixed.Apply({log[i]}));
+      EXPECT_EQ(mixed.Digest(), v2.Digest());
+    }
+  }
+}
+
+TEST(HealthProjectionTest, ApplyingEveryEventOfAMixedLogTwiceLeavesTheSameDigest) {
+  Health once("/mem/health-once");
+  Health twice("/mem/health-twice");
+  Health with_twin("/mem/health-with-twin");
+  const auto log = Log(Versions::kAlternating);
+  const auto other = Log(Versions::kAlternatingFromV2);  // each event's twin in the other version
+  ASSERT_TRUE(once.Apply(log));
+  for (size_t i = 0; i < log.size(); ++i) {
+    ASSERT_TRUE(twice.Apply({log[i]}));
+    ASSERT_TRUE(twice.Apply({log[i]}));
+    ASSERT_TRUE(with_twin.Apply({log[i], other[i]}));  // a redelivery written by another build
+  }
+  ASSERT_TRUE(twice.Apply(log));  // and the whole log replayed on top
+  EXPECT_EQ(twice.Digest(), once.Digest());
+  EXPECT_EQ(with_twin.Digest(), once.Digest());
 }
 
 }  // namespace
