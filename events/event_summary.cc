@@ -1,2 +1,307 @@
-// Placeholder (issue #5).
 #include "events/event_summary.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "events/health_events.h"
+#include "events/instance_events.h"
+#include "events/json_read.h"
+#include "events/provider_events.h"
+#include "src/common/uuid.h"
+
+namespace dcm {
+namespace {
+
+constexpr size_t kMaxReasonBytes = 120;
+
+// Cuts `text` to at most `max_bytes` on a UTF-8 boundary, marking the cut with "…".
+std::string Truncate(std::string text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes - 3;  // room for "…" (3 bytes)
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
+  return text + "…";
+}
+
+std::string OneLine(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) c = ' ';
+  }
+  return text;
+}
+
+std::string Undecodable(const CloudEvent& event, const Error& error) {
+  return fmt::format("{} (undecodable data: {})", event.type,
+                     Truncate(error.message, kMaxReasonBytes));
+}
+
+// " (vm) at https://…" for a provider spec.
+std::string SpecTail(const ProviderSpec& spec) {
+  std::string out;
+  if (!spec.service_type.empty()) out += " (" + spec.service_type + ")";
+  if (!spec.endpoint.empty()) out += " at " + spec.endpoint;
+  return out;
+}
+
+std::string RequestNoun(RequestKind kind) {
+  switch (kind) {
+    case RequestKind::kRegister:
+      return "registration";
+    case RequestKind::kUpdate:
+      return "update";
+    case RequestKind::kChangeId:
+      return "id change";
+    case RequestKind::kDelete:
+      return "deletion";
+  }
+  return "request";
+}
+
+// Requests are summarised whatever the server's configured service types are: the summary
+// describes what was asked, so the request's own service type is accepted here.
+std::vector<std::string> OwnServiceType(const CloudEvent& event) {
+  auto data = ParseJson(event.data);
+  if (!data || !data->is_object()) return {};
+  return {StringMember(simdjson::dom::object(*data), "service_type", "serviceType")};
+}
+
+std::string SummarizeProviderRequest(const CloudEvent& event) {
+  auto request = DecodeProviderRequest(event, OwnServiceType(event));
+  if (!request) {
+    if (request.error().code != ErrorCode::kInvalidArgument) {
+      return Undecodable(event, request.error());
+    }
+    const auto kind = RequestKindOfType(event.type).value_or(RequestKind::kRegister);
+    return fmt::format("{} requested (invalid: {})", RequestNoun(kind),
+                       Truncate(request.error().message, kMaxReasonBytes));
+  }
+  const ProviderRequest& r = *request;
+  switch (r.kind) {
+    case RequestKind::kRegister:
+      return "registration requested: " + r.spec.name + SpecTail(r.spec);
+    case RequestKind::kUpdate:
+      return "update requested: " + r.spec.name + SpecTail(r.spec);
+    case RequestKind::kChangeId:
+      return "id change requested: " + ShortId(r.id) + " → " + ShortId(r.new_id);
+    case RequestKind::kDelete:
+      return "deletion requested: " + ShortId(r.id) + (r.force ? " (force)" : "");
+  }
+  return "provider request";
+}
+
+std::string SummarizeProviderOutcome(const CloudEvent& event) {
+  auto outcome = DecodeProviderOutcome(event);
+  if (!outcome) return Undecodable(event, outcome.error());
+  const ProviderOutcome& o = *outcome;
+  const std::string& name = o.provider.spec.name;
+  switch (o.kind) {
+    case OutcomeKind::kRegistered:
+      return "registered " + name + SpecTail(o.provider.spec);
+    case OutcomeKind::kUpdated:
+      return "updated " + name;
+    case OutcomeKind::kIdChanged:
+      return fmt::format("id changed: {} → {}{}", ShortId(o.old_id), ShortId(o.provider.id),
+                         name == o.provider.id ? "" : " (" + name + ")");
+    case OutcomeKind::kDeleted:
+      return "deregistered " + name;
+    case OutcomeKind::kRejected:
+      return fmt::format("{} rejected: {}", RequestNoun(o.request_kind),
+                         Truncate(o.detail, kMaxReasonBytes));
+  }
+  return "provider outcome";
+}
+
+std::string Millis(int64_t latency_us) {
+  const double ms = static_cast<double>(latency_us) / 1000.0;
+  return ms < 10 ? fmt::format("{:.1f} ms", ms) : fmt::format("{:.0f} ms", ms);
+}
+
+std::string SummarizeHealthProbe(const CloudEvent& event) {
+  auto probe = DecodeHealthProbe(event);
+  if (!probe) return Undecodable(event, probe.error());
+  const HealthProbe& p = *probe;
+  if (p.failure == ProbeFailure::kNone) {
+    return fmt::format("probe healthy in {} (HTTP {})", Millis(p.latency_us), p.http_status);
+  }
+  std::string detail;
+  if (p.http_status != 0) detail = fmt::format("HTTP {}", p.http_status);
+  if (!p.error.empty()) {
+    detail += (detail.empty() ? "" : "; ") + Truncate(p.error, kMaxReasonBytes);
+  }
+  std::string out = "probe failed: " + std::string(ProbeFailureName(p.failure));
+  if (!detail.empty()) out += " (" + detail + ")";
+  return out;
+}
+
+// "3 consecutive failures (timeout)" reads "after 3 failures (timeout)"; other reasons
+// ("provider reported unhealthy", "re-registered") follow a colon.
+std::string TransitionReason(const std::string& reason) {
+  size_t digits = 0;
+  while (digits < reason.size() && std::isdigit(static_cast<unsigned char>(reason[digits]))) {
+    ++digits;
+  }
+  constexpr std::string_view kConsecutive = " consecutive ";
+  if (digits > 0 && std::string_view(reason).substr(digits).starts_with(kConsecutive)) {
+    return " after " + reason.substr(0, digits) + " " + reason.substr(digits + kConsecutive.size());
+  }
+  if (reason == "healthy probe") return " after a healthy probe";
+  return reason.empty() ? "" : ": " + Truncate(reason, kMaxReasonBytes);
+}
+
+std::string SummarizeHealthChange(const CloudEvent& event) {
+  auto change = DecodeHealthChange(event);
+  if (!change) return Undecodable(event, change.error());
+  return fmt::format("health {} → {}{}", HealthStatusName(change->from),
+                     HealthStatusName(change->to), TransitionReason(change->reason));
+}
+
+std::string On(const InstanceEvent& e) {
+  return e.provider_name.empty() ? "" : " on " + e.provider_name;
+}
+
+std::string Detail(const InstanceEvent& e) { return Truncate(e.error, kMaxReasonBytes); }
+
+std::string HttpSuffix(const InstanceEvent& e) {
+  return e.http_status == 0 ? "" : fmt::format(" (HTTP {})", e.http_status);
+}
+
+// "provider 'sim-vm-0' is Unavailable" reads "provider Unavailable" after "… on sim-vm-0".
+std::string ParkReason(const InstanceEvent& e) {
+  for (const std::string& prefix :
+       {"provider '" + e.provider_name + "' is ", "provider " + e.provider_name + " is "}) {
+    if (e.error.starts_with(prefix)) return "provider " + e.error.substr(prefix.size());
+  }
+  return Detail(e);
+}
+
+std::string CleanupOf(const InstanceEvent& e) {
+  return "cleanup of resource " + ShortId(e.instance_id) + On(e);
+}
+
+std::string SummarizeOperation(const InstanceEvent& e) {
+  const std::string_view type = e.type;
+  const std::string target = e.catalog_item_instance_id.empty()
+                                 ? (e.resource_id.empty() ? e.instance_id : e.resource_id)
+                                 : e.catalog_item_instance_id;
+  const std::string about = target.empty() ? "" : " " + ShortId(target);
+  if (type == event_type::kOperationRequested) {
+    std::string out = "requested " + e.operation + about;
+    if (!e.display_name.empty()) out += " (" + e.display_name + ")";
+    if (e.deferred) out += " (deferred)";
+    return out;
+  }
+  if (type == event_type::kOperationStarted) return "started " + e.operation + about;
+  if (type == event_type::kOperationCompleted) {
+    std::string out = "completed " + e.operation + about;
+    if (!e.resource_id.empty() && e.resource_id != target) {
+      out += ": resource " + ShortId(e.resource_id);
+    }
+    return out + HttpSuffix(e);
+  }
+  std::string out = e.operation + about + " failed";
+  if (!e.reason.empty()) out += ": " + e.reason;
+  if (!e.error.empty()) out += " (" + Detail(e) + ")";
+  return out;
+}
+
+std::string SummarizeCleanup(const InstanceEvent& e) {
+  const std::string_view type = e.type;
+  if (type == event_type::kCleanupEnqueued) return CleanupOf(e) + " enqueued";
+  if (type == event_type::kCleanupParked) return CleanupOf(e) + " parked: " + ParkReason(e);
+  if (type == event_type::kCleanupRetried) {
+    return CleanupOf(e) + " retried by an operator (" + e.status + ")";
+  }
+  if (type == event_type::kCleanupFailed) {
+    return fmt::format("{} failed after {} retries: {}", CleanupOf(e), e.retry_count, Detail(e));
+  }
+  // attempted
+  if (e.outcome == "failed") {
+    return fmt::format("{} attempt failed ({}/{}): {}", CleanupOf(e), e.retry_count, e.max_retries,
+                       Detail(e));
+  }
+  if (e.outcome == "gone") return CleanupOf(e) + ": already gone on the provider";
+  return CleanupOf(e) + ": " + (e.outcome.empty() ? "attempted" : e.outcome) + HttpSuffix(e);
+}
+
+std::string SummarizeInstanceFact(const InstanceEvent& e) {
+  const std::string_view type = e.type;
+  if (type == event_type::kResourcePlaced) {
+    std::string out = "placed resource " + ShortId(e.resource_id) + On(e);
+    if (!e.policy.empty()) out += " (" + e.policy + " policy)";
+    return out;
+  }
+  if (type == event_type::kResourceDeleted) {
+    return "deleted resource " + ShortId(e.resource_id) + On(e) +
+           (e.deferred ? " (deferred cleanup)" : "");
+  }
+  if (type == event_type::kInstanceCreated) {
+    std::string out = "created instance " + ShortId(e.instance_id) + On(e);
+    if (!e.status.empty()) out += ": " + e.status;
+    return out + HttpSuffix(e);
+  }
+  if (type == event_type::kInstanceCreateFailed || type == event_type::kInstanceDeleteFailed) {
+    const char* verb = type == event_type::kInstanceCreateFailed ? "create" : "delete";
+    return fmt::format("{} of instance {}{} failed: {}", verb, ShortId(e.instance_id), On(e),
+                       Detail(e));
+  }
+  if (type == event_type::kInstanceDeleted) {
+    return "deleted instance " + ShortId(e.instance_id) + On(e) + HttpSuffix(e);
+  }
+  if (type == event_type::kCatalogItemInstanceCreated) {
+    std::string out = "catalog item instance created";
+    if (!e.display_name.empty()) out += " (" + e.display_name + ")";
+    return out + ": resource " + ShortId(e.resource_id) + On(e);
+  }
+  if (type == event_type::kCatalogItemInstanceRehydrated) {
+    return "rehydrated: resource " + ShortId(e.old_resource_id) + " replaced by " +
+           ShortId(e.new_resource_id.empty() ? e.resource_id : e.new_resource_id) + On(e);
+  }
+  if (type == event_type::kCatalogItemInstanceDeleted) {
+    return "catalog item instance deleted" +
+           (e.resource_id.empty() ? "" : " (resource " + ShortId(e.resource_id) + ")");
+  }
+  return SummarizeCleanup(e);
+}
+
+std::string SummarizeInstanceEvent(const CloudEvent& event) {
+  auto decoded = DecodeInstanceEvent(event);
+  if (!decoded) return Undecodable(event, decoded.error());
+  const std::string_view type = decoded->type;
+  if (type.starts_with("dcm.instance.operation_")) return SummarizeOperation(*decoded);
+  return SummarizeInstanceFact(*decoded);
+}
+
+std::string SummarizeStatus(const CloudEvent& event) {
+  auto status = DecodeSpStatusEvent(event);
+  if (!status) return Undecodable(event, status.error());
+  std::string out = "SP status " + status->status;
+  if (!status->message.empty()) out += ": " + Truncate(status->message, kMaxReasonBytes);
+  return out;
+}
+
+std::string Summarize(const CloudEvent& event) {
+  const std::string_view type = event.type;
+  if (RequestKindOfType(type)) return SummarizeProviderRequest(event);
+  if (IsProviderOutcomeType(type)) return SummarizeProviderOutcome(event);
+  if (type == event_type::kHealthProbed) return SummarizeHealthProbe(event);
+  if (type == event_type::kHealthChanged) return SummarizeHealthChange(event);
+  if (IsInstanceEventType(type)) return SummarizeInstanceEvent(event);
+  if (type.starts_with(event_type::kStatusPrefix)) return SummarizeStatus(event);
+  return std::string(type) + " (no summary for this type)";
+}
+
+}  // namespace
+
+std::string ShortId(std::string_view id) {
+  if (!IsUuid(id)) return std::string(id);
+  return std::string(id.substr(0, 8)) + "…";
+}
+
+std::string SummarizeEvent(const CloudEvent& event) {
+  return Truncate(OneLine(Summarize(event)), kMaxSummaryBytes);
+}
+
+}  // namespace dcm

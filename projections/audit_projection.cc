@@ -1,2 +1,248 @@
-// Placeholder (issue #5).
 #include "projections/audit_projection.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "projections/page_token.h"
+#include "src/common/time_format.h"
+
+namespace dcm {
+namespace {
+
+constexpr std::string_view kEntityPrefix = "au/s/";
+constexpr std::string_view kTimePrefix = "au/e/";
+constexpr std::string_view kSeenPrefix = "au/i/";
+constexpr std::string_view kProviderPrefix = "au/p/";
+// The largest time a 13-digit key holds (year 2286); later or unparsable times are clamped.
+constexpr int64_t kMaxTimeMs = 9999999999999;
+
+// "<ts 13>/<topic>/<partition 6>/<offset 12>": the part of a key after the entity or time prefix.
+std::string Position(int64_t time_ms, const EventPosition& p) {
+  return fmt::format("{:013}/{}/{:06}/{:012}", time_ms, p.topic, p.partition, p.offset);
+}
+
+// Parses the Position() suffix of a key back into `entry` (json left alone).
+bool ParsePosition(std::string_view suffix, AuditEntry& entry) {
+  // From the right: offset (12), '/', partition (6), '/', topic, '/', ts (13).
+  if (suffix.size() < 13 + 1 + 1 + 1 + 6 + 1 + 12) return false;
+  auto number = [](std::string_view digits, auto& out) {
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    return ec == std::errc() && end == digits.data() + digits.size();
+  };
+  const size_t offset_at = suffix.size() - 12;
+  const size_t partition_at = offset_at - 1 - 6;
+  if (suffix[offset_at - 1] != '/' || suffix[partition_at - 1] != '/' || suffix[13] != '/') {
+    return false;
+  }
+  entry.topic = std::string(suffix.substr(14, partition_at - 1 - 14));
+  return number(suffix.substr(0, 13), entry.time_ms) &&
+         number(suffix.substr(partition_at, 6), entry.partition) &&
+         number(suffix.substr(offset_at, 12), entry.offset);
+}
+
+// The type of a stored event without decoding the whole envelope: a cheap check first, the
+// decoder only for candidates.
+bool TypeMatches(std::string_view json, std::string_view type) {
+  if (type.empty()) return true;
+  const bool prefix = type.back() == '*';
+  const std::string_view wanted = prefix ? type.substr(0, type.size() - 1) : type;
+  if (json.find(wanted) == std::string_view::npos) return false;
+  auto event = DecodeCloudEvent(json);
+  if (!event) return false;
+  return prefix ? std::string_view(event->type).starts_with(wanted) : event->type == wanted;
+}
+
+}  // namespace
+
+std::string EscapeAuditEntity(std::string_view id) {
+  if (id.empty()) return "%";  // never the escape of a non-empty id
+  std::string out;
+  out.reserve(id.size());
+  for (char c : id) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '/') {
+      out += "%2F";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+AuditProjection::AuditProjection(Store* store, std::string providers_topic, Metrics* metrics)
+    : store_(store), providers_topic_(std::move(providers_topic)) {
+  if (metrics) {
+    indexed_ = &metrics->GetCounter("dcm_audit_events_indexed_total",
+                                    "Events added to the audit index", "");
+    duplicates_ = &metrics->GetCounter("dcm_audit_duplicates_total",
+                                       "Events skipped by the audit index as copies of one "
+                                       "already indexed from the same partition",
+                                       "");
+  }
+}
+
+Status AuditProjection::Apply(const CloudEvent& event, const EventPosition& position,
+                              StoreBatch& batch) {
+  const std::string seen =
+      fmt::format("{}{}/{}/{}", kSeenPrefix, position.topic, position.partition, event.id);
+  ASSIGN_OR_RETURN(auto indexed, store_->Get(seen, &batch));
+  if (indexed) {
+    if (duplicates_) duplicates_->Inc();
+    return OkStatus();
+  }
+  batch.Put(seen, "");
+  int64_t time_ms = ParseRfc3339(event.time).value_or(position.timestamp_ms);
+  time_ms = std::clamp<int64_t>(time_ms, 0, kMaxTimeMs);
+  const std::string at = Position(time_ms, position);
+  const std::string subject = EscapeAuditEntity(event.subject);
+  const std::string_view stored = position.value;
+  if (stored.empty()) {
+    batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), EncodeCloudEvent(event));
+  } else {
+    batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), stored);
+  }
+  batch.PutUnread(fmt::format("{}{}", kTimePrefix, at), subject);
+  if (!position.key.empty() && position.key != event.subject) {
+    batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, EscapeAuditEntity(position.key), at),
+                    "@" + subject);
+  }
+  if (position.topic == providers_topic_) {
+    batch.PutUnread(fmt::format("{}{}", kProviderPrefix, subject), "");
+  }
+  if (indexed_) indexed_->Inc();
+  return OkStatus();
+}
+
+namespace {
+
+// Scans `prefix` from `since_ms` (or after the page token) in key order. `resolve` turns a key
+// suffix and value into an entry (false: skip it). Stops at `until_ms`, at a full page (one
+// more match proves there is a next page), or after kMaxScannedPerPage keys.
+Result<AuditPage> ScanPage(
+    const Store* store, const std::string& prefix, const AuditQuery& query,
+    const std::function<Result<bool>(std::string_view, std::string_view, AuditEntry&)>& resolve) {
+  AuditPage page;
+  std::string start_after;
+  if (!query.page_token.empty()) {
+    ASSIGN_OR_RETURN(start_after, DecodePageToken(query.page_token));
+  } else if (query.since_ms > 0) {
+    // Keys sort by time first; start just before the first key of `since_ms`.
+    start_after = fmt::format("{:013}", query.since_ms - 1) + "/\xff";
+  }
+  const size_t limit = static_cast<size_t>(std::clamp(query.max_page_size, 1, 100));
+  int scanned = 0;
+  std::string last_returned;
+  Status status = OkStatus();
+  RETURN_IF_ERROR(store->Scan(prefix, start_after, [&](std::string_view key, std::string_view v) {
+    const std::string_view suffix = key.substr(prefix.size());
+    if (++scanned > AuditView::kMaxScannedPerPage) {
+      // A partial page: the next one resumes here.
+      page.next_page_token = EncodePageToken(last_returned.empty() ? start_after : last_returned);
+      return false;
+    }
+    AuditEntry entry;
+    if (!ParsePosition(suffix, entry)) return true;  // not ours: skip
+    if (query.until_ms > 0 && entry.time_ms > query.until_ms) return false;
+    auto keep = resolve(suffix, v, entry);
+    if (!keep) {
+      status = tl::unexpected(keep.error());
+      return false;
+    }
+    if (!*keep || !TypeMatches(entry.json, query.type)) {
+      last_returned = std::string(suffix);  // resume after what was already judged
+      return true;
+    }
+    if (page.entries.size() == limit) {
+      page.next_page_token = EncodePageToken(last_returned);
+      return false;
+    }
+    last_returned = std::string(suffix);
+    page.entries.push_back(std::move(entry));
+    return true;
+  }));
+  RETURN_IF_ERROR(status);
+  return page;
+}
+
+// The JSON of the event a pointer ("@<escaped subject>") designates.
+Result<std::string> Dereference(const Store* store, std::string_view pointer,
+                                std::string_view suffix) {
+  const std::string key = fmt::format("{}{}/{}", kEntityPrefix, pointer.substr(1), suffix);
+  ASSIGN_OR_RETURN(auto json, store->Get(key));
+  if (!json) return MakeError(ErrorCode::kInternal, "audit index: dangling entry for " + key);
+  return std::move(*json);
+}
+
+}  // namespace
+
+Result<AuditPage> AuditView::Events(const AuditQuery& query) const {
+  if (!query.subject.empty()) {
+    const std::string prefix =
+        fmt::format("{}{}/", kEntityPrefix, EscapeAuditEntity(query.subject));
+    return ScanPage(store_, prefix, query,
+                    [](std::string_view, std::string_view v, AuditEntry& e) -> Result<bool> {
+                      if (v.starts_with('@')) return false;  // keyed by it, not its subject
+                      e.json = std::string(v);
+                      return true;
+                    });
+  }
+  return ScanPage(
+      store_, std::string(kTimePrefix), query,
+      [this](std::string_view suffix, std::string_view subject, AuditEntry& e) -> Result<bool> {
+        const std::string key = fmt::format("{}{}/{}", kEntityPrefix, subject, suffix);
+        ASSIGN_OR_RETURN(auto json, store_->Get(key));
+        if (!json) return MakeError(ErrorCode::kInternal, "audit index: dangling entry " + key);
+        e.json = std::move(*json);
+        return true;
+      });
+}
+
+Result<AuditPage> AuditView::History(std::string_view entity, const AuditQuery& query) const {
+  const std::string prefix = fmt::format("{}{}/", kEntityPrefix, EscapeAuditEntity(entity));
+  return ScanPage(
+      store_, prefix, query,
+      [this](std::string_view suffix, std::string_view v, AuditEntry& e) -> Result<bool> {
+        if (v.starts_with('@')) {
+          ASSIGN_OR_RETURN(e.json, Dereference(store_, v, suffix));
+        } else {
+          e.json = std::string(v);
+        }
+        return true;
+      });
+}
+
+Status AuditView::ForEachOfEntity(std::string_view entity, int64_t until_ms,
+                                  const std::function<bool(const AuditEntry&)>& fn) const {
+  const std::string prefix = fmt::format("{}{}/", kEntityPrefix, EscapeAuditEntity(entity));
+  Status status = OkStatus();
+  RETURN_IF_ERROR(store_->Scan(prefix, "", [&](std::string_view key, std::string_view v) {
+    const std::string_view suffix = key.substr(prefix.size());
+    AuditEntry entry;
+    if (!ParsePosition(suffix, entry)) return true;
+    if (until_ms > 0 && entry.time_ms > until_ms) return false;
+    if (v.starts_with('@')) {
+      auto json = Dereference(store_, v, suffix);
+      if (!json) {
+        status = tl::unexpected(json.error());
+        return false;
+      }
+      entry.json = std::move(*json);
+    } else {
+      entry.json = std::string(v);
+    }
+    return fn(entry);
+  }));
+  return status;
+}
+
+Status AuditView::ForEachProviderSubject(std::string_view start_after,
+                                         const std::function<bool(std::string_view)>& fn) const {
+  return store_->Scan(kProviderPrefix, EscapeAuditEntity(start_after),
+                      [&](std::string_view key, std::string_view) {
+                        return fn(key.substr(kProviderPrefix.size()));
+                      });
+}
+
+}  // namespace dcm

@@ -1,1 +1,105 @@
-// Placeholder (issue #5): replaced by its implementation.
+// AuditProjection: the audit index (SPEC §3.4). Every event on every event topic, as stored,
+// indexed by entity and by time, so auditors can list what happened without knowing Kafka, and
+// time travel (`as_of`) can fold one entity's events again.
+//
+// Keys (ts = the event's `time` in unix ms, 13 digits; pos = <topic>/<partition 6>/<offset 12>;
+// an entity id is escaped so that it never contains '/': '%' -> %25, '/' -> %2F):
+//   au/s/<entity>/<ts>/<pos> -> the CloudEvent JSON as stored, when entity == the event's subject
+//                               "@<subject>", when entity == the Kafka key (the instance topics
+//                               are keyed by the operation's root: the catalog item instance)
+//   au/e/<ts>/<pos>          -> the subject (escaped): the global time order, for GET /events
+//   au/i/<topic>/<partition>/<event id> -> "" : indexed; a later copy on the same partition is a
+//                               duplicate (the mock re-appends retried batches) and is skipped
+//   au/p/<entity>            -> "" : the subjects seen on the providers topic (GET
+//   /providers?as_of)
+//
+// Determinism: every key derives from the event and its position, and duplicates are judged per
+// partition, in offset order, so any interleaving of topics and partitions folds to the same
+// bytes (SPEC §5.4).
+// Thread-safety: Apply may run on several runner threads at once (one per topic): it reads only
+// the au/i/ keys of its own partition.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "projections/projection.h"
+#include "src/common/metrics.h"
+
+namespace dcm {
+
+class AuditProjection final : public Projection {
+ public:
+  static constexpr char kName[] = "audit";
+  static constexpr char kPrefix[] = "au/";
+
+  // `providers_topic`: the topic whose subjects are listed for GET /providers?as_of.
+  AuditProjection(Store* store, std::string providers_topic, Metrics* metrics);
+
+  std::string Name() const override { return kName; }
+  Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
+
+ private:
+  Store* store_;
+  std::string providers_topic_;
+  Counter* indexed_ = nullptr;
+  Counter* duplicates_ = nullptr;
+};
+
+// One indexed event: where it was, and the CloudEvent JSON as stored.
+struct AuditEntry {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  int64_t time_ms = 0;
+  std::string json;
+};
+
+struct AuditQuery {
+  std::string subject;     // exact CloudEvents subject; empty = any
+  std::string type;        // exact type, or a prefix ending in '*'; empty = any
+  int64_t since_ms = 0;    // inclusive
+  int64_t until_ms = 0;    // inclusive; 0 = no bound
+  std::string page_token;  // opaque, from a previous page
+  int max_page_size = 100;
+};
+
+struct AuditPage {
+  std::vector<AuditEntry> entries;
+  std::string next_page_token;  // empty on the last page
+};
+
+// Read-only queries over the audit index. Thread-safe (reads the Store only).
+class AuditView {
+ public:
+  // Keys scanned per page at most before a partial page is returned with a token: a filter that
+  // matches rarely still answers in bounded time.
+  static constexpr int kMaxScannedPerPage = 20000;
+
+  explicit AuditView(const Store* store) : store_(store) {}
+
+  // GET /events: by subject (the entity index) or else in time order, filtered.
+  Result<AuditPage> Events(const AuditQuery& query) const;
+  // What happened to one entity: events whose subject or Kafka key is `entity`, in time order
+  // (ties in log order), up to `until_ms` (0 = all). `query.subject` is ignored.
+  Result<AuditPage> History(std::string_view entity, const AuditQuery& query) const;
+  // Calls fn for each event of `entity` with time <= until_ms (0 = all), in order, until fn
+  // returns false. For folds (`as_of`).
+  Status ForEachOfEntity(std::string_view entity, int64_t until_ms,
+                         const std::function<bool(const AuditEntry&)>& fn) const;
+  // Subjects seen on the providers topic, in key order, after `start_after`, until fn is false.
+  Status ForEachProviderSubject(std::string_view start_after,
+                                const std::function<bool(std::string_view)>& fn) const;
+
+ private:
+  const Store* store_;
+};
+
+// The escaped form of an entity id in keys ('%' -> %25, '/' -> %2F).
+std::string EscapeAuditEntity(std::string_view id);
+
+}  // namespace dcm

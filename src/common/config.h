@@ -22,6 +22,10 @@ struct Topics {
   std::string Status() const { return prefix + "status"; }
   std::string Health() const { return prefix + "health"; }
   std::string DeadLetter() const { return prefix + "dead-letter"; }
+  // Every topic that holds events (not the dead-letter topic): what the audit index reads.
+  std::vector<std::string> EventTopics() const {
+    return {ProviderRequests(), Providers(), Health(), InstanceRequests(), Instances(), Status()};
+  }
 };
 
 // Active health probing (SPEC §2, §3.2). Env names are DCM's (HEALTH_CHECK_*).

@@ -9,6 +9,7 @@
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
 #include "projections/registry_projection.h"
+#include "projections/time_travel.h"
 #include "src/common/clock.h"
 #include "src/http/http_types.h"
 
@@ -30,6 +31,9 @@ struct ApiContext {
   const InstanceView* instances = nullptr;  // null: no instance API (404), provider deletes
                                             // skip the live-instances check
   CommandBus* instance_commands = nullptr;
+  // Audit (SPEC §3.4): the index, and which topic feeds which projection when `as_of` folds.
+  const AuditView* audit = nullptr;  // null: /events, history and as_of answer 404
+  FoldTopics fold_topics;
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

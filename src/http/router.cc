@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "src/http/audit_handlers.h"
 #include "src/http/instance_handlers.h"
 #include "src/http/problem.h"
 
@@ -83,6 +84,11 @@ struct Routes {
       if (m != "GET") return respond(MethodNotAllowed("GET"));
       return ListServiceTypes(api, std::move(respond));
     }
+    if (*path == "/events") {
+      if (m != "GET") return respond(MethodNotAllowed("GET"));
+      return ListEvents(req, api, std::move(respond));
+    }
+    if (AuditRoute(req, *path, respond)) return;
     if (*path == "/providers") {
       if (m == "GET") return ListProviders(req, api, std::move(respond));
       if (m == "POST") return RegisterProvider(req, api, std::move(respond));
@@ -107,6 +113,45 @@ struct Routes {
     }
     if (InstanceRoute(req, *path, respond)) return;
     respond(Problem(404, "no such resource: " + req.path));
+  }
+
+  // History (`/{collection}/{id}/history`) and time travel (`?as_of=` on a GET) of providers and
+  // catalog item instances (SPEC §3.4); false: not one of these.
+  bool AuditRoute(const HttpRequest& req, const std::string& path, Respond& respond) const {
+    static constexpr std::pair<std::string_view, std::string_view> kEntities[] = {
+        {"/providers", "provider"}, {"/catalog-item-instances", "catalog item instance"}};
+    constexpr std::string_view kHistory = "/history";
+    const bool as_of = req.method == "GET" && req.Query("as_of");
+    for (const auto& [collection, kind] : kEntities) {
+      if (!path.starts_with(collection)) continue;
+      std::string_view rest = std::string_view(path).substr(collection.size());
+      if (rest.empty()) {
+        if (!as_of || kind != "provider") return false;
+        ListProvidersAsOf(req, api, std::move(respond));
+        return true;
+      }
+      if (rest.front() != '/') return false;
+      rest.remove_prefix(1);
+      const bool history = rest.ends_with(kHistory) && rest.size() > kHistory.size();
+      if (history) rest.remove_suffix(kHistory.size());
+      if (rest.empty() || rest.find('/') != std::string_view::npos || (!history && !as_of)) {
+        return false;
+      }
+      const std::string id(rest);
+      if (history) {
+        if (req.method != "GET") {
+          respond(MethodNotAllowed("GET"));
+        } else {
+          EntityHistory(req, std::string(kind), id, api, std::move(respond));
+        }
+      } else if (kind == "provider") {
+        GetProviderAsOf(req, id, api, std::move(respond));
+      } else {
+        GetCatalogItemInstanceAsOf(req, id, api, std::move(respond));
+      }
+      return true;
+    }
+    return false;
   }
 
   // Dispatches the instance API (false: not one of its paths). Without an instance view, every

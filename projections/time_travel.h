@@ -1,0 +1,67 @@
+// Time travel (SPEC §3.4 `as_of`): the state of some entities at a past time, folded again from
+// their events in the audit index by the same projections that serve live reads, into a fresh
+// in-memory store. Reads then use the ordinary views over that store, so a past answer is
+// rendered exactly like a live one.
+//
+// Cost (docs/architecture.md §9): one entity's state at T costs O(h log n), h = that entity's
+// events up to T (probes included), n = the index size: a range scan of the entity index and one
+// fold per event, no write to the live store. GET /providers?as_of folds every provider's events
+// up to T: O(E_T). Nothing is cached; a snapshot per entity every K events would bound h by K.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "projections/audit_projection.h"
+#include "projections/health_projection.h"
+#include "projections/instance_projection.h"
+#include "projections/registry_projection.h"
+
+namespace dcm {
+
+// Which topic feeds which projection.
+struct FoldTopics {
+  std::string providers;
+  std::string health;
+  std::string instances;
+  std::string status;
+};
+
+class PastState {
+ public:
+  // Providers `ids` (empty: every provider the index knows) at `as_of_ms`.
+  static Result<std::unique_ptr<PastState>> OfProviders(const AuditView& audit,
+                                                        const FoldTopics& topics,
+                                                        const std::vector<std::string>& ids,
+                                                        int64_t as_of_ms);
+  // One catalog item instance (its root's facts, and the SP status of its resource).
+  static Result<std::unique_ptr<PastState>> OfCatalogItemInstance(const AuditView& audit,
+                                                                  const FoldTopics& topics,
+                                                                  const std::string& id,
+                                                                  int64_t as_of_ms);
+
+  const RegistryView& registry() const { return registry_; }
+  const HealthView& health() const { return health_; }
+  const InstanceView& instances() const { return instances_; }
+  // Events folded (the h or E_T above), for logs and benchmarks.
+  int64_t folded() const { return folded_; }
+
+ private:
+  explicit PastState(std::unique_ptr<Store> store);
+  Status FoldEntity(const AuditView& audit, const FoldTopics& topics, const std::string& entity,
+                    int64_t as_of_ms, StoreBatch& batch);
+
+  std::unique_ptr<Store> store_;
+  RegistryProjection registry_projection_;
+  HealthProjection health_projection_;
+  InstanceProjection instance_projection_;
+  SpStatusProjection status_projection_;
+  RegistryView registry_;
+  HealthView health_;
+  InstanceView instances_;
+  int64_t folded_ = 0;
+};
+
+}  // namespace dcm
