@@ -60,11 +60,11 @@ struct AuditEntry {
 };
 
 struct AuditQuery {
-  std::string subject;     // exact CloudEvents subject; empty = any
-  std::string type;        // exact type, or a prefix ending in '*'; empty = any
-  int64_t since_ms = 0;    // inclusive
-  int64_t until_ms = 0;    // inclusive; 0 = no bound
-  std::string page_token;  // opaque, from a previous page
+  std::string subject = {};     // exact CloudEvents subject; empty = any
+  std::string type = {};        // exact type, or a prefix ending in '*'; empty = any
+  int64_t since_ms = 0;         // inclusive
+  int64_t until_ms = 0;         // inclusive; 0 = no bound
+  std::string page_token = {};  // opaque, from a previous page
   int max_page_size = 100;
 };
 
