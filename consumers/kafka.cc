@@ -252,6 +252,19 @@ Status Consumer::Assign(const std::string& topic, const std::map<int32_t, int64_
   return OkStatus();
 }
 
+Status Consumer::AssignTopics(const std::map<std::string, std::map<int32_t, int64_t>>& offsets) {
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(0);
+  for (const auto& [topic, partitions] : offsets) {
+    for (const auto& [partition, offset] : partitions) {
+      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
+    }
+  }
+  const auto err = rd_kafka_assign(rk_, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  if (err) return tl::unexpected(FromKafka(err, "assign"));
+  return OkStatus();
+}
+
 Status Consumer::Subscribe(const std::string& topic, Rebalance rebalance) {
   rebalance_ = std::move(rebalance);
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
@@ -339,6 +352,24 @@ Result<std::pair<int64_t, int64_t>> Consumer::QueryWatermarks(const std::string&
       rd_kafka_query_watermark_offsets(rk_, topic.c_str(), partition, &low, &high, timeout_ms);
   if (err) return tl::unexpected(FromKafka(err, "watermarks of " + topic));
   return std::make_pair(low, high);
+}
+
+Result<std::map<int32_t, int64_t>> Consumer::OffsetsForTimes(
+    const std::string& topic, const std::map<int32_t, int64_t>& times_ms, int timeout_ms) const {
+  rd_kafka_topic_partition_list_t* list =
+      rd_kafka_topic_partition_list_new(static_cast<int>(times_ms.size()));
+  for (const auto& [partition, time_ms] : times_ms) {
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = time_ms;
+  }
+  const auto err = rd_kafka_offsets_for_times(rk_, list, timeout_ms);
+  std::map<int32_t, int64_t> out;
+  for (int i = 0; i < list->cnt; ++i) {
+    const auto& elem = list->elems[i];
+    out[elem.partition] = elem.err ? -1 : elem.offset;
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  if (err) return tl::unexpected(FromKafka(err, "offsets for times of " + topic));
+  return out;
 }
 
 Result<int> TopicPartitionCount(KafkaHandle* handle, const std::string& topic, int timeout_ms) {

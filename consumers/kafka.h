@@ -117,6 +117,9 @@ class Consumer {
   ~Consumer();
 
   Status Assign(const std::string& topic, const std::map<int32_t, int64_t>& offsets);
+  // Assigns partitions of several topics at once (topic -> partition -> start offset), replacing
+  // the current assignment (Assign takes one topic only).
+  Status AssignTopics(const std::map<std::string, std::map<int32_t, int64_t>>& offsets);
   Status Subscribe(const std::string& topic, Rebalance rebalance);
   // Moves the fetch position of an assigned partition (to re-read a batch that did not commit).
   Status Seek(const std::string& topic, int32_t partition, int64_t offset);
@@ -128,6 +131,13 @@ class Consumer {
   // Asks the broker for the low and high watermarks.
   Result<std::pair<int64_t, int64_t>> QueryWatermarks(const std::string& topic, int32_t partition,
                                                       int timeout_ms) const;
+  // Kafka's offsets-for-times: for each partition of `topic` in `times_ms` (partition -> unix
+  // ms), the earliest offset whose record timestamp is at or after that time, or -1 when the
+  // broker names none. librdkafka's mock answers -1 for every partition, without an error
+  // (../shared/KAFKA-NOTES.md), so callers must be ready to scan instead.
+  Result<std::map<int32_t, int64_t>> OffsetsForTimes(const std::string& topic,
+                                                     const std::map<int32_t, int64_t>& times_ms,
+                                                     int timeout_ms) const;
   // Leaves the group (revoking its partitions) before destruction.
   void Close();
   KafkaHandle* handle() const { return rk_; }

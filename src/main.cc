@@ -16,6 +16,11 @@ int main(int argc, char** argv) {
   dcm::cli::RegisterEventsCommand(app, &exit_code);
   dcm::cli::RegisterProjectionsCommand(app, &exit_code);
   dcm::RegisterSpSimCommand(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every bad command line exits 2, like a bad flag value.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   return exit_code;
 }

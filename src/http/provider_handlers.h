@@ -33,7 +33,7 @@ struct ApiContext {
   CommandBus* instance_commands = nullptr;
   // Audit (SPEC §3.4): the index, and which topic feeds which projection when `as_of` folds.
   const AuditView* audit = nullptr;  // null: /events, history and as_of answer 404
-  FoldTopics fold_topics;
+  FoldTopics fold_topics = {};
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

@@ -16,6 +16,7 @@
 
 #include "events/command_bus.h"
 #include "events/provider_events.h"
+#include "projections/audit_projection.h"
 #include "projections/health_projection.h"
 #include "projections/outcome_waiters.h"
 #include "projections/provider_decider.h"
@@ -832,6 +833,90 @@ TEST_F(HandlersTest, AdminProjectionsRendersAnEmptyArrayWithoutCallback) {
   simdjson::dom::array projections;
   ASSERT_FALSE(body.root["projections"].get(projections)) << r.body;
   EXPECT_EQ(projections.size(), 0u);
+}
+
+// ---- audit routes (SPEC §3.4) ----
+
+TEST_F(HandlersTest, AuditRoutesAnswer404WithoutAnAuditIndex) {
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/events").status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/p1/history").status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers?as_of=2026-01-01T00:00:00Z").status, 404);
+}
+
+class AuditHandlersTest : public HandlersTest {
+ protected:
+  void SetUp() override {
+    HandlersTest::SetUp();
+    audit_view_ = std::make_unique<AuditView>(store_.get());
+    ApiContext api{view_.get(), health_view_.get(), bus_.get(), &service_types_,
+                   &clock_,     "dcm/http/test"};
+    api.audit = audit_view_.get();
+    api.fold_topics = FoldTopics{"dcm.providers", "dcm.health", "dcm.instances", "dcm.status"};
+    router_ = MakeRouter(api, OpsContext{});
+    // p1 registered at 00:00:01 and deleted at 00:00:03.
+    AuditProjection audit(store_.get(), "dcm.providers", nullptr);
+    StoreBatch batch;
+    int64_t offset = 0;
+    for (auto kind : {OutcomeKind::kRegistered, OutcomeKind::kDeleted}) {
+      ProviderOutcome o;
+      o.kind = kind;
+      o.request_id = "r" + std::to_string(offset);
+      o.seq = offset;
+      o.provider.id = "p1";
+      o.provider.spec.name = "sp-one";
+      o.provider.spec.endpoint = "http://one/";
+      o.provider.spec.service_type = "vm";
+      o.provider.create_time = o.provider.update_time = "2026-01-01T00:00:01.000Z";
+      const auto e = EncodeProviderOutcome(o, "test", kT1 + offset * 2000);
+      ASSERT_TRUE(audit.Apply(e, EventPosition{"dcm.providers", 0, offset++}, batch));
+    }
+    ASSERT_TRUE(store_->Write(batch));
+  }
+  static constexpr int64_t kT1 = 1767225601000;  // 2026-01-01T00:00:01Z
+  std::unique_ptr<AuditView> audit_view_;
+};
+
+TEST_F(AuditHandlersTest, EventsListsTheLogAndRejectsBadTimesWithTheFieldNamed) {
+  auto r = Call("GET", "/api/v1alpha1/events?subject=p1&type=dcm.provider.deleted");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"type\":\"dcm.provider.deleted\""), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("dcm.provider.registered"), std::string::npos) << r.body;
+  r = Call("GET", "/api/v1alpha1/events?since=yesterday");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("\"field\":\"since\""), std::string::npos) << r.body;
+  r = Call("GET", "/api/v1alpha1/events?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("\"field\":\"until\""), std::string::npos) << r.body;
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/events?max_page_size=0").status, 400);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/events?page_token=xyz").status, 400);
+  EXPECT_EQ(Call("POST", "/api/v1alpha1/events").status, 405);
+}
+
+TEST_F(AuditHandlersTest, HistoryHasASummaryPerEventAndUnknownEntitiesAre404) {
+  auto r = Call("GET", "/api/v1alpha1/providers/p1/history");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"summary\":\"registered sp-one"), std::string::npos) << r.body;
+  EXPECT_LT(r.body.find("dcm.provider.registered"), r.body.find("dcm.provider.deleted"));
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/nobody/history").status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/catalog-item-instances/nothing/history").status, 404);
+  EXPECT_EQ(Call("DELETE", "/api/v1alpha1/providers/p1/history").status, 405);
+}
+
+TEST_F(AuditHandlersTest, AsOfAnswersTheStateThenOr404OutsideTheProvidersLifetime) {
+  auto r = Call("GET", "/api/v1alpha1/providers/p1?as_of=2026-01-01T00:00:02Z");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"name\":\"sp-one\""), std::string::npos) << r.body;
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/p1?as_of=2026-01-01T00:00:00.999Z").status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/p1?as_of=2026-01-01T00:00:03Z").status, 404);
+  r = Call("GET", "/api/v1alpha1/providers?as_of=2026-01-01T00:00:02Z");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"id\":\"p1\""), std::string::npos) << r.body;
+  r = Call("GET", "/api/v1alpha1/providers?as_of=2026-01-01T00:00:05Z");
+  EXPECT_EQ(r.body, R"({"providers":[]})");
+  r = Call("GET", "/api/v1alpha1/providers/p1?as_of=soon");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("\"field\":\"as_of\""), std::string::npos) << r.body;
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers").status, 200);  // live, without as_of
 }
 
 }  // namespace
