@@ -16,6 +16,8 @@ ProjectionRunner::ProjectionRunner(RunnerOptions options, Store* store, Projecti
       projection_(projection),
       producer_(producer),
       metrics_(metrics) {
+  topics_.push_back(options_.topic);
+  for (const auto& t : options_.more_topics) topics_.push_back(t);
   if (metrics_) {
     lag_gauge_ = &metrics_->GetGauge("dcm_consumer_lag", "Records not yet applied",
                                      "consumer=\"" + projection_->Name() + "\"");
@@ -26,25 +28,28 @@ ProjectionRunner::~ProjectionRunner() { Stop(); }
 
 Status ProjectionRunner::Start() {
   ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, ""));
-  ASSIGN_OR_RETURN(int partitions,
-                   TopicPartitionCount(consumer_->handle(), options_.topic, kMetadataTimeoutMs));
-  if (partitions == 0) {
-    return MakeError(ErrorCode::kUnavailable, "topic " + options_.topic + " does not exist");
+  std::map<std::string, std::map<int32_t, int64_t>> assignment;
+  for (const auto& topic : topics_) {
+    ASSIGN_OR_RETURN(int partitions,
+                     TopicPartitionCount(consumer_->handle(), topic, kMetadataTimeoutMs));
+    if (partitions == 0) {
+      return MakeError(ErrorCode::kUnavailable, "topic " + topic + " does not exist");
+    }
+    ASSIGN_OR_RETURN(auto stored, store_->LoadOffsets(projection_->Name(), topic));
+    for (int32_t p = 0; p < partitions; ++p) {
+      ASSIGN_OR_RETURN(auto marks, consumer_->QueryWatermarks(topic, p, kMetadataTimeoutMs));
+      const TopicPartition tp{topic, p};
+      targets_[tp] = marks.second;
+      auto it = stored.find(p);
+      // Below the low watermark the broker no longer has the records (retention).
+      next_[tp] = it == stored.end() ? marks.first : std::max(it->second, marks.first);
+      assignment[topic][p] = next_[tp];
+    }
+    Logger("runner")->info("msg=\"projection runner started\" projection={} topic={} partitions={}",
+                           projection_->Name(), topic, partitions);
   }
-  ASSIGN_OR_RETURN(auto stored, store_->LoadOffsets(projection_->Name(), options_.topic));
-  std::map<int32_t, int64_t> assignment;
-  for (int32_t p = 0; p < partitions; ++p) {
-    ASSIGN_OR_RETURN(auto marks, consumer_->QueryWatermarks(options_.topic, p, kMetadataTimeoutMs));
-    targets_[p] = marks.second;
-    auto it = stored.find(p);
-    // Below the low watermark the broker no longer has the records (retention).
-    next_[p] = it == stored.end() ? marks.first : std::max(it->second, marks.first);
-    assignment[p] = next_[p];
-  }
-  RETURN_IF_ERROR(consumer_->Assign(options_.topic, assignment));
+  RETURN_IF_ERROR(consumer_->AssignTopics(assignment));
   UpdateProgress();
-  Logger("runner")->info("msg=\"projection runner started\" projection={} topic={} partitions={}",
-                         projection_->Name(), options_.topic, partitions);
   running_ = true;
   thread_ = std::thread([this] { Run(); });
   return OkStatus();
@@ -61,10 +66,10 @@ int64_t ProjectionRunner::Lag() const { return lag_.load(); }
 void ProjectionRunner::UpdateProgress() {
   int64_t lag = 0;
   bool caught_up = true;
-  for (const auto& [p, next] : next_) {
-    const int64_t high = consumer_->HighWatermark(options_.topic, p);
+  for (const auto& [tp, next] : next_) {
+    const int64_t high = consumer_->HighWatermark(tp.first, tp.second);
     if (high > next) lag += high - next;
-    if (next < targets_[p]) caught_up = false;
+    if (next < targets_[tp]) caught_up = false;
   }
   lag_ = lag;
   if (lag_gauge_) lag_gauge_->Set(lag);
@@ -99,16 +104,17 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages)
   StoreBatch batch;
   std::vector<CloudEvent> applied;
   std::vector<std::future<Status>> dead_letters;
-  std::map<int32_t, int64_t> touched;
+  std::map<TopicPartition, int64_t> touched;
   auto dead_letter = [&](const KafkaMessage& m, const std::string& reason) {
     dead_letters.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m,
                                       projection_->Name(), reason, metrics_));
   };
   for (const auto& m : messages) {
-    auto& next = next_[m.partition];
+    TopicPartition tp{m.topic, m.partition};
+    auto& next = next_[tp];
     if (m.offset < next) continue;  // re-delivered after a seek
     next = m.offset + 1;
-    touched[m.partition] = next;
+    touched[std::move(tp)] = next;
     auto event = DecodeCloudEvent(m.value);
     if (!event) {
       dead_letter(m, event.error().message);
@@ -126,8 +132,8 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages)
     // Never move past a poison record before it is safe in the dead-letter topic.
     RETURN_IF_ERROR(acked.get());
   }
-  for (const auto& [partition, next] : touched) {
-    store_->PutOffset(batch, projection_->Name(), options_.topic, partition, next);
+  for (const auto& [tp, next] : touched) {
+    store_->PutOffset(batch, projection_->Name(), tp.first, tp.second, next);
   }
   RETURN_IF_ERROR(store_->Write(batch));
   applied_ += applied.size();

@@ -1,4 +1,5 @@
-// ProjectionRunner: feeds one topic, every partition, into one Projection.
+// ProjectionRunner: feeds one topic (or several: the audit index reads every event topic), every
+// partition, into one Projection.
 //
 //   Start: load stored offsets ─▶ assign all partitions there (or the beginning) ─▶ thread:
 //     poll batch ─▶ decode ─▶ Apply × n (poison → dead letter) ─▶ offsets into the same batch
@@ -15,6 +16,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "consumers/kafka.h"
 #include "projections/projection.h"
@@ -26,7 +29,8 @@ struct RunnerOptions {
   std::string topic;
   std::string dead_letter_topic;
   KafkaOptions kafka;
-  size_t batch_size = 2000;  // messages per poll and per RocksDB write batch
+  size_t batch_size = 2000;                   // messages per poll and per RocksDB write batch
+  std::vector<std::string> more_topics = {};  // read with `topic` by the same consumer
 };
 
 class ProjectionRunner {
@@ -63,8 +67,10 @@ class ProjectionRunner {
   std::atomic<bool> healthy_{true};
   std::atomic<uint64_t> applied_{0};
   std::atomic<int64_t> lag_{0};
-  std::map<int32_t, int64_t> next_;     // runner thread only
-  std::map<int32_t, int64_t> targets_;  // high watermarks at start
+  using TopicPartition = std::pair<std::string, int32_t>;
+  std::vector<std::string> topics_;            // topic, then more_topics
+  std::map<TopicPartition, int64_t> next_;     // runner thread only
+  std::map<TopicPartition, int64_t> targets_;  // high watermarks at start
   Gauge* lag_gauge_ = nullptr;
 };
 
