@@ -71,6 +71,24 @@ std::string EscapeAuditEntity(std::string_view id) {
   return out;
 }
 
+std::string UnescapeAuditEntity(std::string_view escaped) {
+  if (escaped == "%") return "";
+  std::string out;
+  out.reserve(escaped.size());
+  for (size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] == '%' && escaped.substr(i, 3) == "%25") {
+      out.push_back('%');
+      i += 2;
+    } else if (escaped[i] == '%' && escaped.substr(i, 3) == "%2F") {
+      out.push_back('/');
+      i += 2;
+    } else {
+      out.push_back(escaped[i]);
+    }
+  }
+  return out;
+}
+
 AuditProjection::AuditProjection(Store* store, std::string providers_topic, Metrics* metrics)
     : store_(store), providers_topic_(std::move(providers_topic)) {
   if (metrics) {
@@ -237,12 +255,10 @@ Status AuditView::ForEachOfEntity(std::string_view entity, int64_t until_ms,
   return status;
 }
 
-Status AuditView::ForEachProviderSubject(std::string_view start_after,
-                                         const std::function<bool(std::string_view)>& fn) const {
-  return store_->Scan(kProviderPrefix, EscapeAuditEntity(start_after),
-                      [&](std::string_view key, std::string_view) {
-                        return fn(key.substr(kProviderPrefix.size()));
-                      });
+Status AuditView::ForEachProviderSubject(const std::function<bool(std::string_view)>& fn) const {
+  return store_->Scan(kProviderPrefix, "", [&](std::string_view key, std::string_view) {
+    return fn(UnescapeAuditEntity(key.substr(kProviderPrefix.size())));
+  });
 }
 
 }  // namespace dcm

@@ -91,15 +91,15 @@ class AuditView {
   // returns false. For folds (`as_of`).
   Status ForEachOfEntity(std::string_view entity, int64_t until_ms,
                          const std::function<bool(const AuditEntry&)>& fn) const;
-  // Subjects seen on the providers topic, in key order, after `start_after`, until fn is false.
-  Status ForEachProviderSubject(std::string_view start_after,
-                                const std::function<bool(std::string_view)>& fn) const;
+  // Subjects seen on the providers topic (unescaped), in key order, until fn is false.
+  Status ForEachProviderSubject(const std::function<bool(std::string_view)>& fn) const;
 
  private:
   const Store* store_;
 };
 
-// The escaped form of an entity id in keys ('%' -> %25, '/' -> %2F).
+// The escaped form of an entity id in keys ('%' -> %25, '/' -> %2F), and back.
 std::string EscapeAuditEntity(std::string_view id);
+std::string UnescapeAuditEntity(std::string_view escaped);
 
 }  // namespace dcm

@@ -46,7 +46,7 @@ Result<std::unique_ptr<PastState>> PastState::OfProviders(const AuditView& audit
   StoreBatch batch;
   std::vector<std::string> all;
   if (ids.empty()) {
-    RETURN_IF_ERROR(audit.ForEachProviderSubject("", [&](std::string_view id) {
+    RETURN_IF_ERROR(audit.ForEachProviderSubject([&](std::string_view id) {
       all.emplace_back(id);
       return true;
     }));
