@@ -14,9 +14,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "src/common/result.h"
 
@@ -27,6 +29,14 @@ class WriteBatch;
 }  // namespace rocksdb
 
 namespace dcm {
+
+// Hash of std::string keys that also looks up string_views without building a string.
+struct StoreKeyHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+};
+using StoreKeyMap =
+    std::unordered_map<std::string, std::optional<std::string>, StoreKeyHash, std::equal_to<>>;
 
 // A set of writes applied atomically by Store::Write. Reads through Store::Get(key, &batch)
 // see the batch's own pending writes, so a fold can apply several events to one key per batch.
@@ -49,7 +59,15 @@ class StoreBatch {
  private:
   friend class Store;
   std::unique_ptr<rocksdb::WriteBatch> batch_;
-  std::unordered_map<std::string, std::optional<std::string>> pending_;
+  StoreKeyMap pending_;
+};
+
+// The first key under a prefix where two stores differ (Store::FirstDifference). A value that is
+// absent on one side means the key exists only on the other.
+struct KeyDifference {
+  std::string key;
+  std::optional<std::string> left;
+  std::optional<std::string> right;
 };
 
 struct StoreOptions {
@@ -66,6 +84,12 @@ struct StoreOptions {
 class Store {
  public:
   static Result<std::unique_ptr<Store>> Open(const std::string& path, StoreOptions options = {});
+  // Opens an existing store for reading only (RocksDB's read-only mode): it takes no lock, so it
+  // works while `dcm serve` holds the directory, and it sees a consistent snapshot as of the
+  // open (later writes of the live process are not seen). Every table file is opened at once, so
+  // a compaction of the live process that deletes them cannot pull them away mid-read. Write
+  // fails on such a store.
+  static Result<std::unique_ptr<Store>> OpenReadOnly(const std::string& path);
   ~Store();
 
   // Reads `key`, seeing `batch`'s pending writes first when given.
@@ -82,8 +106,21 @@ class Store {
   // byte-identical state (SPEC §5.4).
   Result<std::string> Digest(std::string_view prefix) const;
 
-  // Flushes and compacts after a bulk load, so the store is ready to serve.
+  // Flushes and compacts after a bulk load, so the store is ready to serve. Afterwards the store
+  // reads and writes like a live one (Get goes to RocksDB, writes use the WAL).
   Status FinishBulkLoad();
+  // The same without the compaction: the data is durable and readable (in level-0 files), which
+  // is enough for a store that is only digested and then deleted (`dcm projections verify`).
+  Status FinishBulkLoadWithoutCompaction();
+
+  // The first key under `prefix`, in key order, whose value differs between `left` and `right`
+  // (or that only one of them holds); nullopt when both hold byte-identical state there.
+  static Result<std::optional<KeyDifference>> FirstDifference(const Store& left, const Store& right,
+                                                              std::string_view prefix);
+  // The distinct first key segments (up to and including the first '/', or the whole key when
+  // it has none) present in the store, in key order: "au/", "dec/", "__offset/" ... One seek per
+  // segment, so it is cheap on a large store.
+  Result<std::vector<std::string>> TopLevelPrefixes() const;
 
   static std::string OffsetKey(std::string_view projection, std::string_view topic,
                                int32_t partition);
@@ -95,11 +132,12 @@ class Store {
 
  private:
   Store() = default;
+  Status FinishBulk(bool compact);
   std::unique_ptr<rocksdb::Env> env_;  // only for in_memory
   std::unique_ptr<rocksdb::DB> db_;
   bool bulk_load_ = false;
-  mutable std::mutex bulk_mu_;
-  std::unordered_map<std::string, std::optional<std::string>> bulk_index_;  // bulk_load only
+  mutable std::shared_mutex bulk_mu_;  // Get shares it; Write takes it
+  StoreKeyMap bulk_index_;             // bulk_load only
 };
 
 }  // namespace dcm

@@ -1,7 +1,9 @@
 #include "projections/store.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -253,6 +255,128 @@ TEST(StoreDigestTest, DifferentContentGivesDifferentDigests) {
   ASSERT_TRUE(store->Write(batch));
   digest();
   EXPECT_EQ(digests.size(), 5u);
+}
+
+// ---- Rebuild support (issue #5): read-only snapshots, first differences, bulk loads.
+
+void PutAll(Store& store, const Entries& entries) {
+  StoreBatch batch;
+  for (const auto& [k, v] : entries) batch.Put(k, v);
+  ASSERT_TRUE(store.Write(batch));
+}
+
+class StoreOnDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dcm-store-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(StoreOnDiskTest, ReadOnlyOpenSeesASnapshotWhileTheWriterGoesOn) {
+  auto writer = Store::Open(Path("live"));
+  ASSERT_TRUE(writer) << writer.error().message;
+  PutAll(**writer, {{"reg/a", "1"}});
+  auto reader = Store::OpenReadOnly(Path("live"));  // the writer still holds the directory
+  ASSERT_TRUE(reader) << reader.error().message;
+  PutAll(**writer, {{"reg/b", "2"}});
+  EXPECT_EQ(GetOrDie(**reader, "reg/a"), "1");
+  EXPECT_EQ(GetOrDie(**reader, "reg/b"), std::nullopt);  // written after the snapshot
+  StoreBatch batch;
+  batch.Put("reg/c", "3");
+  EXPECT_FALSE((*reader)->Write(batch));  // read-only
+}
+
+TEST_F(StoreOnDiskTest, ReadOnlyOpenOfAMissingStoreFails) {
+  EXPECT_FALSE(Store::OpenReadOnly(Path("nothing-here")));
+}
+
+TEST_F(StoreOnDiskTest, BulkLoadedStoreReadsFromRocksDbAfterFinishing) {
+  auto store = Store::Open(Path("bulk"), StoreOptions{.bulk_load = true, .in_memory = false});
+  ASSERT_TRUE(store) << store.error().message;
+  PutAll(**store, {{"hl/a", "1"}, {"hl/b", "1"}});
+  PutAll(**store, {{"hl/a", "2"}});  // a key indexed by an earlier batch takes the new value
+  EXPECT_EQ(GetOrDie(**store, "hl/a"), "2");
+  EXPECT_EQ(GetOrDie(**store, "hl/b"), "1");
+  ASSERT_TRUE((*store)->FinishBulkLoadWithoutCompaction());
+  EXPECT_EQ(GetOrDie(**store, "hl/a"), "2");
+  EXPECT_EQ(ScanAll(**store, "hl/"), (Entries{{"hl/a", "2"}, {"hl/b", "1"}}));
+}
+
+class StoreDifferenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    left_ = OpenInMemory("/mem/left");
+    right_ = OpenInMemory("/mem/right");
+    ASSERT_TRUE(left_ && right_);
+    const Entries common = {{"in/a", "1"}, {"in/b", "2"}, {"in/c", "3"}, {"reg/x", "x"}};
+    PutAll(*left_, common);
+    PutAll(*right_, common);
+  }
+  std::optional<KeyDifference> First(std::string_view prefix = "in/") {
+    auto diff = Store::FirstDifference(*left_, *right_, prefix);
+    EXPECT_TRUE(diff) << diff.error().message;
+    return diff ? *diff : std::nullopt;
+  }
+  std::unique_ptr<Store> left_, right_;
+};
+
+TEST_F(StoreDifferenceTest, IdenticalPrefixesHaveNoDifference) { EXPECT_EQ(First(), std::nullopt); }
+
+TEST_F(StoreDifferenceTest, NamesTheFirstChangedKeyWithBothValues) {
+  PutAll(*left_, {{"in/b", "two"}, {"in/c", "three"}});
+  const auto diff = First();
+  ASSERT_TRUE(diff);
+  EXPECT_EQ(diff->key, "in/b");
+  EXPECT_EQ(diff->left, "two");
+  EXPECT_EQ(diff->right, "2");
+}
+
+TEST_F(StoreDifferenceTest, NamesAKeyOnlyOneSideHolds) {
+  PutAll(*right_, {{"in/ab", "extra"}});
+  auto diff = First();
+  ASSERT_TRUE(diff);
+  EXPECT_EQ(diff->key, "in/ab");
+  EXPECT_EQ(diff->left, std::nullopt);
+  EXPECT_EQ(diff->right, "extra");
+
+  StoreBatch batch;
+  batch.Delete("in/ab");
+  ASSERT_TRUE(right_->Write(batch));
+  batch.Delete("in/c");  // the last key: missing at the end of one side
+  ASSERT_TRUE(right_->Write(batch));
+  diff = First();
+  ASSERT_TRUE(diff);
+  EXPECT_EQ(diff->key, "in/c");
+  EXPECT_EQ(diff->left, "3");
+  EXPECT_EQ(diff->right, std::nullopt);
+}
+
+TEST_F(StoreDifferenceTest, IgnoresKeysOutsideThePrefix) {
+  PutAll(*left_, {{"reg/x", "changed"}, {"io/z", "z"}});
+  EXPECT_EQ(First("in/"), std::nullopt);
+  ASSERT_TRUE(First("reg/"));
+}
+
+TEST(StoreTopLevelPrefixesTest, ListsEachFirstSegmentOnce) {
+  auto store = OpenInMemory();
+  ASSERT_TRUE(store);
+  PutAll(*store, {{"__offset/registry/t/000001", "5"},
+                  {"au/e/1", ""},
+                  {"au/i/2", ""},
+                  {"dec/n", "1"},
+                  {"plain", "no slash"},
+                  {"reg/a", "1"},
+                  {"reg/b", "2"}});
+  auto prefixes = store->TopLevelPrefixes();
+  ASSERT_TRUE(prefixes);
+  EXPECT_EQ(*prefixes, (std::vector<std::string>{"__offset/", "au/", "dec/", "plain", "reg/"}));
 }
 
 }  // namespace
