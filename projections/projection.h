@@ -26,7 +26,7 @@ struct EventPosition {
   std::string_view topic;
   int32_t partition = 0;
   int64_t offset = 0;
-  int64_t timestamp_ms = 0;  // the Kafka message timestamp
+  int64_t timestamp_ms = 0;     // the Kafka message timestamp
   std::string_view key = {};    // the Kafka message key
   std::string_view value = {};  // the message as stored (the CloudEvent's JSON before decoding)
 };

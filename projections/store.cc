@@ -139,7 +139,8 @@ Result<std::optional<std::string>> Store::Get(std::string_view key, const StoreB
 
 Status Store::Write(StoreBatch& batch) {
   rocksdb::WriteOptions wo;
-  wo.disableWAL = bulk_load_;
+  // No WAL in bulk mode (FinishBulkLoad flushes) nor in memory (the store dies with its Env).
+  wo.disableWAL = bulk_load_ || env_ != nullptr;
   auto status = db_->Write(wo, batch.batch_.get());
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));
   if (bulk_load_) {
