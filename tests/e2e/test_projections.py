@@ -58,6 +58,11 @@ class ProjectionsTest(unittest.TestCase):
         return found
 
     def mixed_workload(self):
+        def all_ready():
+            providers = self.c.get(f"{API}/providers").json()["providers"]
+            return providers and all(p["health_status"] == "Ready" for p in providers)
+
+        wait_until(all_ready, timeout=15, what="every provider probed and Ready")
         cid = f"web-{uuid.uuid4().hex[:6]}"
         r = self.c.post(f"{API}/catalog-item-instances?id={cid}",
                         {"display_name": "web", "spec": {"service_type": "vm", "cpu": 2}})
