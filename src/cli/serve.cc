@@ -325,6 +325,7 @@ int RunServe(ServeFlags flags) {
     w.Field("registry_events_applied", static_cast<int64_t>(registry_runner.Applied()));
     w.Field("health_lag", health_runner.Lag());
     w.Field("instances_lag", instance_runner.Lag());
+    w.Field("audit_lag", audit_runner.Lag());
     w.Field("policy", policy ? "policy_manager" : "builtin");
     if (worker) {
       w.Field("sagas_in_flight", static_cast<int64_t>(worker->SagasInFlight()));

@@ -1,5 +1,7 @@
 #include "src/http/audit_handlers.h"
 
+#include <chrono>
+
 #include "events/event_summary.h"
 #include "src/common/json_writer.h"
 #include "src/common/log.h"
@@ -57,6 +59,18 @@ std::optional<int64_t> ParseAsOf(const HttpRequest& request, HttpResponse* error
     return std::nullopt;
   }
   return as_of;
+}
+
+// Folds are O(history) (docs/architecture.md §9): a slow one is worth a log line.
+constexpr std::chrono::milliseconds kSlowFold{250};
+
+void LogIfSlow(const char* what, const std::string& id, const PastState& past,
+               std::chrono::steady_clock::time_point started) {
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  if (took < kSlowFold) return;
+  Logger("http")->info("msg=\"slow as_of fold\" what={} id={} events={} ms={}", what, id,
+                       past.folded(), took.count());
 }
 
 // Runs `handler` against a copy of `ctx` whose views read the past state, without `as_of`.
@@ -139,9 +153,10 @@ void ListProvidersAsOf(const HttpRequest& request, const ApiContext& ctx, Respon
   HttpResponse error;
   const auto as_of = ParseAsOf(request, &error);
   if (!as_of) return respond(std::move(error));
+  const auto started = std::chrono::steady_clock::now();
   auto past = PastState::OfProviders(*ctx.audit, ctx.fold_topics, {}, *as_of);
   if (!past) return respond(ProblemFromError(past.error()));
-  Logger("http")->debug("msg=\"as_of fold\" what=providers events={}", (*past)->folded());
+  LogIfSlow("providers", "*", **past, started);
   WithPast(ctx, **past, [&](const ApiContext& then) { ListProviders(request, then, respond); });
 }
 
@@ -151,8 +166,10 @@ void GetProviderAsOf(const HttpRequest& request, const std::string& id, const Ap
   HttpResponse error;
   const auto as_of = ParseAsOf(request, &error);
   if (!as_of) return respond(std::move(error));
+  const auto started = std::chrono::steady_clock::now();
   auto past = PastState::OfProviders(*ctx.audit, ctx.fold_topics, {id}, *as_of);
   if (!past) return respond(ProblemFromError(past.error()));
+  LogIfSlow("provider", id, **past, started);
   auto provider = (*past)->registry().Get(id);
   if (!provider) return respond(ProblemFromError(provider.error()));
   if (!*provider) {
@@ -168,8 +185,10 @@ void GetCatalogItemInstanceAsOf(const HttpRequest& request, const std::string& i
   HttpResponse error;
   const auto as_of = ParseAsOf(request, &error);
   if (!as_of) return respond(std::move(error));
+  const auto started = std::chrono::steady_clock::now();
   auto past = PastState::OfCatalogItemInstance(*ctx.audit, ctx.fold_topics, id, *as_of);
   if (!past) return respond(ProblemFromError(past.error()));
+  LogIfSlow("catalog_item_instance", id, **past, started);
   auto cii = (*past)->instances().GetCatalogItemInstance(id);
   if (!cii) return respond(ProblemFromError(cii.error()));
   if (!*cii) {
