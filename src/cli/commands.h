@@ -4,7 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace dcm::cli {
 
@@ -18,6 +22,11 @@ void RegisterProjectionsCommand(CLI::App& app, int* exit_code);
 // Blocks SIGINT and SIGTERM in the calling thread (call before starting threads, so they inherit
 // the mask) and returns a function that waits for one of them.
 std::function<int()> BlockTerminationSignals();
+
+// Adds each `--kafka-property` (librdkafka key=value) to `extra`; on a malformed one returns the
+// error to print ("--kafka-property must be key=value, got '…'").
+std::optional<std::string> AddKafkaProperties(const std::vector<std::string>& properties,
+                                              std::map<std::string, std::string>& extra);
 
 // Lifts the soft open-files limit (often 1024) to the hard one and returns {soft, hard}: the
 // prober keeps a connection per provider and sp-sim a socket per provider or connection.

@@ -169,12 +169,8 @@ Outcome<Plan> MakePlan(const EventsFlags& flags) {
   if (plan.reader.topics.empty()) plan.reader.topics = DefaultTopics(flags.topic_prefix);
   // librdkafka logs every failed connection attempt; the command reports its own clear error.
   if (!flags.verbose) plan.kafka.extra["log_level"] = "2";
-  for (const auto& property : flags.kafka_properties) {
-    const auto eq = property.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Fail(kExitBadFlags, "--kafka-property must be key=value, got '" + property + "'");
-    }
-    plan.kafka.extra[property.substr(0, eq)] = property.substr(eq + 1);
+  if (auto error = AddKafkaProperties(flags.kafka_properties, plan.kafka.extra)) {
+    return Fail(kExitBadFlags, *error);
   }
   return plan;
 }

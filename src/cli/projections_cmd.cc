@@ -175,12 +175,8 @@ int Run(const ProjectionsFlags& flags, bool verify) {
   kafka.brokers = flags.kafka_brokers;
   kafka.client_id = "dcm-projections-" + std::to_string(getpid());
   kafka.fetch_wait_max_ms = flags.fetch_wait_max_ms;
-  for (const auto& property : flags.kafka_properties) {
-    const auto eq = property.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Fail(verb, "--kafka-property must be key=value, got '" + property + "'");
-    }
-    kafka.extra[property.substr(0, eq)] = property.substr(eq + 1);
+  if (auto error = AddKafkaProperties(flags.kafka_properties, kafka.extra)) {
+    return Fail(verb, *error);
   }
   Topics topics;
   topics.prefix = flags.topic_prefix;

@@ -126,13 +126,7 @@ int RunServe(ServeFlags flags) {
   kafka.client_id = "dcm-" + config.instance_id;
   kafka.fetch_wait_max_ms = config.fetch_wait_max_ms;
   kafka.session_timeout_ms = config.group_session_timeout_ms;
-  for (const auto& property : flags.kafka_properties) {
-    const auto eq = property.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Fail("--kafka-property must be key=value, got '" + property + "'");
-    }
-    kafka.extra[property.substr(0, eq)] = property.substr(eq + 1);
-  }
+  if (auto error = AddKafkaProperties(flags.kafka_properties, kafka.extra)) return Fail(*error);
   if (!mock) {
     if (auto status = EnsureTopics(kafka, topics, config.topics.ProviderRequests(),
                                    config.replication_factor);

@@ -5,6 +5,18 @@
 
 namespace dcm::cli {
 
+std::optional<std::string> AddKafkaProperties(const std::vector<std::string>& properties,
+                                              std::map<std::string, std::string>& extra) {
+  for (const auto& property : properties) {
+    const auto eq = property.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return "--kafka-property must be key=value, got '" + property + "'";
+    }
+    extra[property.substr(0, eq)] = property.substr(eq + 1);
+  }
+  return std::nullopt;
+}
+
 std::function<int()> BlockTerminationSignals() {
   sigset_t set;
   sigemptyset(&set);
