@@ -18,12 +18,6 @@ struct EventReader::PartitionPlan {
   bool done = false;
 };
 
-bool TypeMatches(std::string_view pattern, std::string_view type) {
-  if (pattern.empty()) return true;
-  if (pattern.ends_with('*')) return type.starts_with(pattern.substr(0, pattern.size() - 1));
-  return type == pattern;
-}
-
 void SortByEventTime(std::vector<ReadEvent>& events) {
   std::stable_sort(events.begin(), events.end(), [](const ReadEvent& a, const ReadEvent& b) {
     return std::tie(a.time_ms, a.topic, a.partition, a.offset) <

@@ -58,9 +58,6 @@ struct EventReaderOptions {
   std::chrono::milliseconds clock_margin{std::chrono::minutes(1)};
 };
 
-// True when `type` matches the filter `pattern` (exact, or prefix with a trailing '*').
-bool TypeMatches(std::string_view pattern, std::string_view type);
-
 struct ReadEvent {
   CloudEvent event;
   std::string raw;  // the record value as stored

@@ -84,4 +84,10 @@ Result<CloudEvent> DecodeCloudEvent(std::string_view json) {
   return event;
 }
 
+bool TypeMatches(std::string_view pattern, std::string_view type) {
+  if (pattern.empty()) return true;
+  if (pattern.ends_with('*')) return type.starts_with(pattern.substr(0, pattern.size() - 1));
+  return type == pattern;
+}
+
 }  // namespace dcm

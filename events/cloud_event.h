@@ -33,6 +33,10 @@ struct CloudEvent {
 
 std::string EncodeCloudEvent(const CloudEvent& event);
 
+// The type filter of `dcm events --type` and `GET /events?type=`: true when `type` equals
+// `pattern`, or starts with it when `pattern` ends in '*' ("dcm.provider.*"); "" matches all.
+bool TypeMatches(std::string_view pattern, std::string_view type);
+
 // Rejects (kCorruption, with the reason) anything that is not a CloudEvents 1.0 JSON object
 // with string id, source, type and time, and an object `data`. Unknown attributes are ignored.
 Result<CloudEvent> DecodeCloudEvent(std::string_view json);

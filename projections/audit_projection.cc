@@ -41,16 +41,14 @@ bool ParsePosition(std::string_view suffix, AuditEntry& entry) {
          number(suffix.substr(offset_at, 12), entry.offset);
 }
 
-// The type of a stored event without decoding the whole envelope: a cheap check first, the
-// decoder only for candidates.
-bool TypeMatches(std::string_view json, std::string_view type) {
-  if (type.empty()) return true;
-  const bool prefix = type.back() == '*';
-  const std::string_view wanted = prefix ? type.substr(0, type.size() - 1) : type;
-  if (json.find(wanted) == std::string_view::npos) return false;
+// TypeMatches on a stored event: a substring check first, the decoder only for candidates.
+bool StoredTypeMatches(std::string_view json, std::string_view pattern) {
+  if (pattern.empty()) return true;
+  const std::string_view literal =
+      pattern.ends_with('*') ? pattern.substr(0, pattern.size() - 1) : pattern;
+  if (json.find(literal) == std::string_view::npos) return false;
   auto event = DecodeCloudEvent(json);
-  if (!event) return false;
-  return prefix ? std::string_view(event->type).starts_with(wanted) : event->type == wanted;
+  return event && TypeMatches(pattern, event->type);
 }
 
 }  // namespace
@@ -168,7 +166,7 @@ Result<AuditPage> ScanPage(
       status = tl::unexpected(keep.error());
       return false;
     }
-    if (!*keep || !TypeMatches(entry.json, query.type)) {
+    if (!*keep || !StoredTypeMatches(entry.json, query.type)) {
       last_returned = std::string(suffix);  // resume after what was already judged
       return true;
     }

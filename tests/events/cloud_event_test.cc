@@ -255,5 +255,14 @@ TEST(JsonReadTest, MemberFallsBackToTheCamelCaseSpelling) {
   EXPECT_FALSE(Member(object, "missing").has_value());
 }
 
+TEST(TypeMatchesTest, ExactOrTrailingStarPrefix) {
+  EXPECT_TRUE(TypeMatches("", "anything"));
+  EXPECT_TRUE(TypeMatches("dcm.status.vm", "dcm.status.vm"));
+  EXPECT_FALSE(TypeMatches("dcm.status", "dcm.status.vm"));
+  EXPECT_TRUE(TypeMatches("dcm.provider.*", "dcm.provider.registered"));
+  EXPECT_FALSE(TypeMatches("dcm.provider.*", "dcm.instance.operation_started"));
+  EXPECT_TRUE(TypeMatches("*", "x"));
+}
+
 }  // namespace
 }  // namespace dcm

@@ -271,14 +271,5 @@ TEST_F(EventReaderTest, UnreachableClusterFailsWithinTheQueryTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
-TEST(TypeMatchesTest, ExactOrTrailingStarPrefix) {
-  EXPECT_TRUE(TypeMatches("", "anything"));
-  EXPECT_TRUE(TypeMatches("dcm.status.vm", "dcm.status.vm"));
-  EXPECT_FALSE(TypeMatches("dcm.status", "dcm.status.vm"));
-  EXPECT_TRUE(TypeMatches("dcm.provider.*", "dcm.provider.registered"));
-  EXPECT_FALSE(TypeMatches("dcm.provider.*", "dcm.instance.operation_started"));
-  EXPECT_TRUE(TypeMatches("*", "x"));
-}
-
 }  // namespace
 }  // namespace dcm
