@@ -7,7 +7,7 @@ PACKAGES=(
   librdkafka-dev librocksdb-dev libsimdjson-dev libfmt-dev libspdlog-dev
   libboost1.81-dev libcli11-dev libexpected-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  kcat wrk curl python3 python3-yaml clang-format
+  kcat wrk curl time python3 python3-yaml clang-format
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
