@@ -5,6 +5,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/memtablerep.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
@@ -29,23 +30,27 @@ StoreBatch::~StoreBatch() = default;
 StoreBatch::StoreBatch(StoreBatch&&) noexcept = default;
 StoreBatch& StoreBatch::operator=(StoreBatch&&) noexcept = default;
 
+void StoreBatch::Track(std::string_view key, std::optional<std::string> value) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) {
+    pending_.emplace(std::string(key), std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
+}
+
 void StoreBatch::Put(std::string_view key, std::string_view value) {
-  batch_->Put(rocksdb::Slice(key.data(), key.size()), rocksdb::Slice(value.data(), value.size()))
-      .PermitUncheckedError();  // in-memory append; cannot fail below RocksDB's 4 GiB limit
-  pending_[std::string(key)] = std::string(value);
+  Track(key, std::string(value));
 }
 
 void StoreBatch::PutUnread(std::string_view key, std::string_view value) {
   batch_->Put(rocksdb::Slice(key.data(), key.size()), rocksdb::Slice(value.data(), value.size()))
-      .PermitUncheckedError();
+      .PermitUncheckedError();  // in-memory append; cannot fail below RocksDB's 4 GiB limit
 }
 
-void StoreBatch::Delete(std::string_view key) {
-  batch_->Delete(rocksdb::Slice(key.data(), key.size())).PermitUncheckedError();
-  pending_[std::string(key)] = std::nullopt;
-}
+void StoreBatch::Delete(std::string_view key) { Track(key, std::nullopt); }
 
-size_t StoreBatch::Count() const { return batch_->Count(); }
+size_t StoreBatch::Count() const { return batch_->Count() + pending_.size(); }
 
 void StoreBatch::Clear() {
   batch_->Clear();
@@ -141,11 +146,25 @@ Status Store::Write(StoreBatch& batch) {
   rocksdb::WriteOptions wo;
   // No WAL in bulk mode (FinishBulkLoad flushes) nor in memory (the store dies with its Env).
   wo.disableWAL = bulk_load_ || env_ != nullptr;
-  auto status = db_->Write(wo, batch.batch_.get());
-  if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  rocksdb::WriteBatch& writes = *batch.batch_;
+  if (!bulk_load_) {
+    // The tracked writes join the untracked ones here, once per key whatever the batch did to
+    // it before. Tracked and untracked keys are disjoint (store.h), so the order does not matter.
+    for (const auto& [key, value] : batch.pending_) {
+      const rocksdb::Slice k(key.data(), key.size());
+      (value ? writes.Put(k, rocksdb::Slice(value->data(), value->size())) : writes.Delete(k))
+          .PermitUncheckedError();
+    }
+  }
+  if (writes.Count() > 0) {
+    auto status = db_->Write(wo, &writes);
+    if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  }
   if (bulk_load_) {
+    // Tracked writes stay in the read index until FinishBulkLoad writes the last value of each
+    // key once (a rebuild overwrites the same health record ~80 times). Moves the nodes of new
+    // keys (no copy, no allocation); keys already indexed take the new value.
     std::lock_guard lock(bulk_mu_);
-    // Moves the nodes of new keys (no copy, no allocation); keys already indexed stay behind.
     bulk_index_.merge(batch.pending_);
     for (auto& [key, value] : batch.pending_) bulk_index_.find(key)->second = std::move(value);
   }
@@ -199,9 +218,44 @@ Status Store::FinishBulkLoad() { return FinishBulk(/*compact=*/true); }
 
 Status Store::FinishBulkLoadWithoutCompaction() { return FinishBulk(/*compact=*/false); }
 
+Status Store::WriteBulkIndex() {
+  // Every key of the index is new to RocksDB (the directory started empty and tracked keys never
+  // go through the memtables in bulk mode), so the live values are written as one sorted table
+  // file and ingested: no memtable, no second sort. Deleted keys were never written: skip them.
+  std::vector<const StoreKeyMap::value_type*> live;
+  live.reserve(bulk_index_.size());
+  for (const auto& entry : bulk_index_) {
+    if (entry.second) live.push_back(&entry);
+  }
+  if (live.empty()) return OkStatus();
+  std::sort(live.begin(), live.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+  const rocksdb::Options options = db_->GetOptions();
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(options), options);
+  const std::string file = db_->GetName() + "/bulk-index.sst";
+  auto status = writer.Open(file);
+  for (size_t i = 0; status.ok() && i < live.size(); ++i) {
+    const auto& [key, value] = *live[i];
+    status = writer.Put(rocksdb::Slice(key.data(), key.size()),
+                        rocksdb::Slice(value->data(), value->size()));
+  }
+  if (status.ok()) status = writer.Finish();
+  if (status.ok()) {
+    rocksdb::IngestExternalFileOptions ingest;
+    ingest.move_files = true;
+    status = db_->IngestExternalFile({file}, ingest);
+  }
+  if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  return OkStatus();
+}
+
 Status Store::FinishBulk(bool compact) {
   auto status = db_->Flush(rocksdb::FlushOptions());
-  if (status.ok() && compact) {
+  if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  {
+    std::lock_guard lock(bulk_mu_);
+    RETURN_IF_ERROR(WriteBulkIndex());
+  }
+  if (compact) {
     rocksdb::CompactRangeOptions compact_options;
     compact_options.max_subcompactions = 2;  // split the key range over both cores
     status = db_->CompactRange(compact_options, nullptr, nullptr);

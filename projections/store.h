@@ -40,6 +40,9 @@ using StoreKeyMap =
 
 // A set of writes applied atomically by Store::Write. Reads through Store::Get(key, &batch)
 // see the batch's own pending writes, so a fold can apply several events to one key per batch.
+// Put and Delete are tracked (kept per key: the last one wins); PutUnread is not. A key is
+// written one way or the other, never both: Write adds the tracked writes after the untracked
+// ones.
 class StoreBatch {
  public:
   StoreBatch();
@@ -58,6 +61,7 @@ class StoreBatch {
 
  private:
   friend class Store;
+  void Track(std::string_view key, std::optional<std::string> value);
   std::unique_ptr<rocksdb::WriteBatch> batch_;
   StoreKeyMap pending_;
 };
@@ -72,10 +76,12 @@ struct KeyDifference {
 
 struct StoreOptions {
   // Rebuild into a fresh, empty directory (../shared/KAFKA-NOTES.md measured ~4x faster):
-  // vector memtable, WAL off, compaction deferred to FinishBulkLoad. A vector memtable re-sorts
-  // on every read, so in this mode Get is served from an in-memory index of everything written
-  // (the directory started empty, so the index is complete). That costs memory about the size
-  // of the projection. After FinishBulkLoad, reopen the directory with live options.
+  // vector memtable, WAL off, compaction deferred to FinishBulkLoad. Tracked writes (Put,
+  // Delete) do not go to RocksDB until FinishBulkLoad: they stay in an in-memory index that
+  // serves Get, and FinishBulkLoad writes the last value of each key once, as one sorted table
+  // file. Only untracked writes (PutUnread) go through the memtables. So, until FinishBulkLoad,
+  // Scan and Digest do not see tracked keys. The index costs memory about the size of the
+  // tracked state; a fold that rewrites a record per event (health) writes it once instead.
   bool bulk_load = false;
   // Keep everything in memory (RocksDB's MemEnv): hermetic unit tests.
   bool in_memory = false;
@@ -133,6 +139,7 @@ class Store {
  private:
   Store() = default;
   Status FinishBulk(bool compact);
+  Status WriteBulkIndex();  // holds bulk_mu_
   std::unique_ptr<rocksdb::Env> env_;  // only for in_memory
   std::unique_ptr<rocksdb::DB> db_;
   bool bulk_load_ = false;

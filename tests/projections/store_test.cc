@@ -309,6 +309,30 @@ TEST_F(StoreOnDiskTest, BulkLoadedStoreReadsFromRocksDbAfterFinishing) {
   EXPECT_EQ(ScanAll(**store, "hl/"), (Entries{{"hl/a", "2"}, {"hl/b", "1"}}));
 }
 
+TEST_F(StoreOnDiskTest, BulkLoadWritesOnlyTheLastValueOfEachTrackedKeyAtFinish) {
+  auto store = Store::Open(Path("bulk"), StoreOptions{.bulk_load = true, .in_memory = false});
+  ASSERT_TRUE(store) << store.error().message;
+  for (int i = 0; i < 50; ++i) PutAll(**store, {{"hl/a", std::to_string(i)}});
+  PutAll(**store, {{"hl/gone", "x"}});
+  StoreBatch batch;
+  batch.Delete("hl/gone");
+  batch.Delete("hl/never");  // a delete of a key nobody wrote
+  batch.PutUnread("au/1", "one");
+  batch.PutUnread("au/2", "two");
+  ASSERT_TRUE((*store)->Write(batch));
+  EXPECT_EQ(GetOrDie(**store, "hl/a"), "49");
+  EXPECT_EQ(GetOrDie(**store, "hl/gone"), std::nullopt);
+  // Until the finish, RocksDB holds only the untracked writes.
+  EXPECT_EQ(ScanAll(**store, "hl/"), Entries{});
+  EXPECT_EQ(ScanAll(**store, "au/"), (Entries{{"au/1", "one"}, {"au/2", "two"}}));
+  ASSERT_TRUE((*store)->FinishBulkLoad());
+  EXPECT_EQ(ScanAll(**store, ""),
+            (Entries{{"au/1", "one"}, {"au/2", "two"}, {"hl/a", "49"}}));
+  // After the finish the store is live: writes go straight to RocksDB.
+  PutAll(**store, {{"hl/b", "1"}});
+  EXPECT_EQ(ScanAll(**store, "hl/"), (Entries{{"hl/a", "49"}, {"hl/b", "1"}}));
+}
+
 class StoreDifferenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
