@@ -228,7 +228,8 @@ Status Store::WriteBulkIndex() {
     if (entry.second) live.push_back(&entry);
   }
   if (live.empty()) return OkStatus();
-  std::sort(live.begin(), live.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+  std::sort(live.begin(), live.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
   const rocksdb::Options options = db_->GetOptions();
   rocksdb::SstFileWriter writer(rocksdb::EnvOptions(options), options);
   const std::string file = db_->GetName() + "/bulk-index.sst";

@@ -139,7 +139,7 @@ class Store {
  private:
   Store() = default;
   Status FinishBulk(bool compact);
-  Status WriteBulkIndex();  // holds bulk_mu_
+  Status WriteBulkIndex();             // holds bulk_mu_
   std::unique_ptr<rocksdb::Env> env_;  // only for in_memory
   std::unique_ptr<rocksdb::DB> db_;
   bool bulk_load_ = false;

@@ -326,8 +326,7 @@ TEST_F(StoreOnDiskTest, BulkLoadWritesOnlyTheLastValueOfEachTrackedKeyAtFinish) 
   EXPECT_EQ(ScanAll(**store, "hl/"), Entries{});
   EXPECT_EQ(ScanAll(**store, "au/"), (Entries{{"au/1", "one"}, {"au/2", "two"}}));
   ASSERT_TRUE((*store)->FinishBulkLoad());
-  EXPECT_EQ(ScanAll(**store, ""),
-            (Entries{{"au/1", "one"}, {"au/2", "two"}, {"hl/a", "49"}}));
+  EXPECT_EQ(ScanAll(**store, ""), (Entries{{"au/1", "one"}, {"au/2", "two"}, {"hl/a", "49"}}));
   // After the finish the store is live: writes go straight to RocksDB.
   PutAll(**store, {{"hl/b", "1"}});
   EXPECT_EQ(ScanAll(**store, "hl/"), (Entries{{"hl/a", "49"}, {"hl/b", "1"}}));
