@@ -26,16 +26,30 @@ Status HealthProjection::Apply(const CloudEvent& event, const EventPosition&, St
       return MakeError(ErrorCode::kCorruption, "probe subject is not its provider_id");
     }
     const std::string key = Key(probe.provider_id);
-    HealthRecord record;
     ASSIGN_OR_RETURN(auto stored, store_->Get(key, &batch));
-    if (stored) {
+    auto cached = cache_.find(probe.provider_id);
+    if (cached == cache_.end()) {
+      if (cache_.size() >= kMaxCached) cache_.clear();
+      cached = cache_.emplace(probe.provider_id, Cached{}).first;
+    }
+    Cached& entry = cached->second;
+    if (!stored) {
+      entry = Cached{};
+    } else if (entry.json != stored) {
       auto decoded = DecodeHealthRecord(*stored);
       // A stored record we cannot read is our bug or disk damage, not a poison event.
-      if (!decoded) return MakeError(ErrorCode::kInternal, decoded.error().message + " at " + key);
-      record = std::move(*decoded);
+      if (!decoded) {
+        cache_.erase(cached);
+        return MakeError(ErrorCode::kInternal, decoded.error().message + " at " + key);
+      }
+      entry.record = std::move(*decoded);
+      entry.json = std::move(*stored);
     }
-    if (!FoldProbe(record, probe).applied) return OkStatus();
-    batch.Put(key, EncodeHealthRecord(record));
+    // Strings in a record come from parsed JSON, so they are valid UTF-8 and the encoding round
+    // trips: entry.record stays equal to the decode of entry.json.
+    if (!FoldProbe(entry.record, probe).applied) return OkStatus();
+    entry.json = EncodeHealthRecord(entry.record);
+    batch.Put(key, *entry.json);
   }
   applied_.Inc(event.type);
   return OkStatus();

@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace dcm {
 namespace {
@@ -30,14 +32,29 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
   return 0;
 }
 
+// True when one of the 8 bytes of `w` needs escaping: < 0x20, >= 0x7F, '"' or '\\'. Exact
+// (the classic "has a zero byte" test: borrows only ever spill above a byte that matched).
+constexpr bool WordNeedsEscape(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  auto has_zero = [](uint64_t v) { return ((v - kOnes) & ~v & kHigh) != 0; };
+  const bool control = ((w - kOnes * 0x20) & ~w & kHigh) != 0;
+  const bool high = ((w + kOnes) | w) & kHigh;  // >= 0x7F (0x7F + 1 sets the top bit)
+  return control || high || has_zero(w ^ (kOnes * '"')) || has_zero(w ^ (kOnes * '\\'));
+}
+
 }  // namespace
 
 void AppendJsonEscaped(std::string& out, std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
   size_t i = 0;
   while (i < value.size()) {
-    // Copy the run of bytes that need no escaping in one append (most strings are all of it).
+    // Copy the run of bytes that need no escaping in one append (most strings are all of it),
+    // eight bytes at a time while they are plain.
     size_t run = i;
+    for (uint64_t w; run + 8 <= value.size(); run += 8) {
+      std::memcpy(&w, value.data() + run, 8);
+      if (WordNeedsEscape(w)) break;
+    }
     while (run < value.size()) {
       const unsigned char b = static_cast<unsigned char>(value[run]);
       if (b < 0x20 || b >= 0x7F || b == '"' || b == '\\') break;

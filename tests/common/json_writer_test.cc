@@ -33,6 +33,20 @@ TEST(JsonEscapeTest, KeepsPrintableAsciiVerbatim) {
   EXPECT_EQ(Escaped(ascii), ascii);
 }
 
+TEST(JsonEscapeTest, FindsEveryByteThatNeedsEscapingAtEveryPositionOfALongString) {
+  // Long strings are scanned eight bytes at a time: each byte value, at each position of two
+  // words and a tail, escapes exactly as it does alone.
+  for (int b = 0; b < 256; ++b) {
+    const std::string alone = Escaped(std::string(1, static_cast<char>(b)));
+    for (size_t at = 0; at < 19; ++at) {
+      std::string in(19, 'a');
+      in[at] = static_cast<char>(b);
+      EXPECT_EQ(Escaped(in), std::string(at, 'a') + alone + std::string(18 - at, 'a'))
+          << "byte " << b << " at " << at;
+    }
+  }
+}
+
 TEST(JsonEscapeTest, KeepsValidMultiByteSequences) {
   EXPECT_EQ(Escaped("caf\xC3\xA9"), "caf\xC3\xA9");            // 2 bytes: é
   EXPECT_EQ(Escaped("\xE2\x82\xAC"), "\xE2\x82\xAC");          // 3 bytes: €
