@@ -51,6 +51,9 @@ struct RebuildSource {
   // start. Given: exactly these; a partition missing here is not read at all (the live
   // projection had consumed nothing from it).
   std::optional<TopicOffsets> targets;
+  // CPU per event relative to the other sources (ProjectionSpec::fold_cost): the fold threads
+  // get groups of about equal events × fold_cost.
+  double fold_cost = 1;
 };
 
 struct RebuildProgress {
@@ -67,10 +70,10 @@ struct RebuildOptions {
   size_t batch_size = 10000;
   // Decoded batches waiting for each fold thread: the consumer runs ahead by this much.
   size_t queue_depth = 4;
-  // Fold threads: the projections are split into this many groups of about equal work (the
-  // audit index, which reads every topic, against the rest for 2); each group folds every
-  // decoded batch on its own thread into its own StoreBatch. 2 uses both cores of the reference
-  // machine (BENCHMARKS.md "Rebuild").
+  // Fold threads: the projections are split into this many groups of about equal work (events
+  // × RebuildSource::fold_cost; for 2: the audit index and the registry against health and
+  // instances); each group folds every decoded batch on its own thread into its own StoreBatch.
+  // 2 uses both cores of the reference machine (BENCHMARKS.md "Rebuild").
   size_t fold_threads = 2;
   // Metadata and watermark requests, each (Kafka unreachable fails within about this).
   int metadata_timeout_ms = 10000;
@@ -116,6 +119,9 @@ struct ProjectionSpec {
   std::string name;
   std::string prefix;
   std::vector<std::string> topics;
+  // CPU per event relative to the audit index (~3 µs on the reference machine), measured with
+  // `rebuild_bench rebuild --only NAME` (BENCHMARKS.md "Rebuild"). Only balances fold threads.
+  double fold_cost = 1;
 };
 std::vector<ProjectionSpec> ProjectionSpecs(const Topics& topics);
 
@@ -124,6 +130,10 @@ std::vector<ProjectionSpec> ProjectionSpecs(const Topics& topics);
 struct ProjectionSet {
   std::vector<ProjectionSpec> specs;
   std::vector<std::unique_ptr<Projection>> projections;
+  // Projection i as a rebuild source up to the end of its topics (no targets).
+  RebuildSource Source(size_t i) const {
+    return RebuildSource{projections[i].get(), specs[i].topics, std::nullopt, specs[i].fold_cost};
+  }
 };
 ProjectionSet BuildProjectionSet(Store* store, const Topics& topics, Metrics* metrics);
 

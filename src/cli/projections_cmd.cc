@@ -214,7 +214,7 @@ int Run(const ProjectionsFlags& flags, bool verify) {
   ProjectionSet set = BuildProjectionSet(side->get(), topics, &metrics);
   std::vector<RebuildSource> sources;
   for (size_t i : selected->indexes) {
-    RebuildSource source{set.projections[i].get(), set.specs[i].topics, std::nullopt};
+    RebuildSource source = set.Source(i);
     if (live) {
       auto targets = LiveTargets(*live, set.specs[i]);
       if (!targets) {

@@ -81,7 +81,7 @@ int Rebuild(const std::string& brokers, const Topics& topics, const std::string&
   std::vector<RebuildSource> sources;
   for (size_t i = 0; i < set.specs.size(); ++i) {
     if (!only.empty() && set.specs[i].name != only) continue;
-    sources.push_back({set.projections[i].get(), set.specs[i].topics, std::nullopt});
+    sources.push_back(set.Source(i));
   }
   RebuildOptions options;
   options.kafka.brokers = brokers;

@@ -89,7 +89,7 @@ class RebuildTest : public ::testing::Test {
     ProjectionSet set = BuildProjectionSet(store.get(), env_->config.topics, &metrics);
     std::vector<RebuildSource> sources;
     for (size_t i = 0; i < set.specs.size(); ++i) {
-      RebuildSource source{set.projections[i].get(), set.specs[i].topics, std::nullopt};
+      RebuildSource source = set.Source(i);
       if (live) source.targets = OrDie(LiveTargets(*live, set.specs[i]));
       sources.push_back(std::move(source));
     }
