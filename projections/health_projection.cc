@@ -27,29 +27,22 @@ Status HealthProjection::Apply(const CloudEvent& event, const EventPosition&, St
     }
     const std::string key = Key(probe.provider_id);
     ASSIGN_OR_RETURN(auto stored, store_->Get(key, &batch));
-    auto cached = cache_.find(probe.provider_id);
-    if (cached == cache_.end()) {
-      if (cache_.size() >= kMaxCached) cache_.clear();
-      cached = cache_.emplace(probe.provider_id, Cached{}).first;
-    }
-    Cached& entry = cached->second;
-    if (!stored) {
-      entry = Cached{};
-    } else if (entry.json != stored) {
-      auto decoded = DecodeHealthRecord(*stored);
+    HealthRecord fresh;
+    HealthRecord* record = &fresh;
+    if (stored) {
+      auto cached = records_.Find(probe.provider_id, std::move(*stored));
       // A stored record we cannot read is our bug or disk damage, not a poison event.
-      if (!decoded) {
-        cache_.erase(cached);
-        return MakeError(ErrorCode::kInternal, decoded.error().message + " at " + key);
-      }
-      entry.record = std::move(*decoded);
-      entry.json = std::move(*stored);
+      if (!cached) return MakeError(ErrorCode::kInternal, cached.error().message + " at " + key);
+      record = *cached;
     }
-    // Strings in a record come from parsed JSON, so they are valid UTF-8 and the encoding round
-    // trips: entry.record stays equal to the decode of entry.json.
-    if (!FoldProbe(entry.record, probe).applied) return OkStatus();
-    entry.json = EncodeHealthRecord(entry.record);
-    batch.Put(key, *entry.json);
+    if (!FoldProbe(*record, probe).applied) return OkStatus();  // unchanged
+    std::string json = EncodeHealthRecord(*record);
+    batch.Put(key, json);
+    if (record == &fresh) {
+      records_.Written(probe.provider_id, std::move(json), std::move(fresh));
+    } else {
+      records_.Written(probe.provider_id, std::move(json));  // changed in place
+    }
   }
   applied_.Inc(event.type);
   return OkStatus();

@@ -14,8 +14,8 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
+#include "projections/decoded_cache.h"
 #include "projections/health_state.h"
 #include "projections/projection.h"
 #include "src/common/metrics.h"
@@ -33,18 +33,9 @@ class HealthProjection final : public Projection {
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
 
  private:
-  // The record last read or written per provider, decoded, with the JSON it was decoded from or
-  // encoded to. Apply uses it only while the store still holds exactly that JSON (so a batch that
-  // was never written, or a record changed behind our back, costs a decode, never a wrong fold):
-  // a probe then costs one encode instead of a decode and an encode. Bounded: cleared when full.
-  struct Cached {
-    std::optional<std::string> json;  // nullopt: no record yet (the default HealthRecord)
-    HealthRecord record;
-  };
-  static constexpr size_t kMaxCached = 100000;
   Store* store_;
   AppliedCounters applied_;
-  std::unordered_map<std::string, Cached> cache_;
+  DecodedCache<HealthRecord> records_{&DecodeHealthRecord, 100000};  // by provider id
 };
 
 // Thread-safe (reads the Store only).

@@ -380,8 +380,8 @@ Result<std::vector<T>> ListAll(const Store* store, std::string_view prefix,
 // ---- The fold of one decoded event into a batch.
 class Fold {
  public:
-  Fold(const Store* store, StoreBatch& batch, const InstanceEvent& e)
-      : store_(store), batch_(batch), e_(e) {}
+  Fold(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas, const InstanceEvent& e)
+      : store_(store), batch_(batch), sagas_(sagas), e_(e) {}
 
   Status Run() {
     const std::string& t = e_.type;
@@ -423,8 +423,20 @@ class Fold {
     return Load<T>(store_, Key(prefix, id), &batch_, decode);
   }
 
-  Result<std::optional<Saga>> SagaOf(const std::string& root) const {
-    return Get<Saga>(kSagaKey, root, &DecodeSaga);
+  // The saga in progress on `root` (nullptr: none). Change it only through PutSaga.
+  Result<Saga*> SagaOf(const std::string& root) const {
+    const std::string key = Key(kSagaKey, root);
+    ASSIGN_OR_RETURN(auto stored, store_->Get(key, &batch_));
+    if (!stored) return static_cast<Saga*>(nullptr);
+    auto saga = sagas_.Find(root, std::move(*stored));
+    if (!saga) return MakeError(ErrorCode::kInternal, saga.error().message + " at " + key);
+    return *saga;
+  }
+
+  void PutSaga(Saga saga) {
+    std::string json = EncodeSaga(saga);
+    batch_.Put(Key(kSagaKey, e_.root), json);
+    sagas_.Written(e_.root, std::move(json), std::move(saga));
   }
 
   Status Started() {
@@ -437,7 +449,7 @@ class Fold {
     if (saga && saga->started.request_id == e_.request_id) return OkStatus();
     Saga started;
     started.started = e_;
-    batch_.Put(Key(kSagaKey, e_.root), EncodeSaga(started));
+    PutSaga(std::move(started));
     return OkStatus();
   }
 
@@ -447,6 +459,7 @@ class Fold {
       ASSIGN_OR_RETURN(auto saga, SagaOf(e_.root));
       if (saga && saga->started.request_id == e_.request_id) {
         batch_.Delete(Key(kSagaKey, e_.root));
+        sagas_.Forget(e_.root);
       }
     }
     batch_.Put(Key(kOutcomeKey, e_.request_id), e_.type);
@@ -466,7 +479,7 @@ class Fold {
       updated.provider_id = e_.provider_id;
       updated.spec = e_.spec;
     }
-    if (updated != *saga) batch_.Put(Key(kSagaKey, e_.root), EncodeSaga(updated));
+    if (updated != *saga) PutSaga(std::move(updated));
     return OkStatus();
   }
 
@@ -674,6 +687,7 @@ class Fold {
 
   const Store* store_;
   StoreBatch& batch_;
+  DecodedCache<Saga>& sagas_;
   const InstanceEvent& e_;
 };
 
@@ -688,7 +702,7 @@ bool Saga::Has(std::string_view type) const {
 }
 
 InstanceProjection::InstanceProjection(Store* store, OutcomeWaiters* waiters, Metrics* metrics)
-    : store_(store), waiters_(waiters), applied_(metrics, kName) {}
+    : store_(store), waiters_(waiters), applied_(metrics, kName), sagas_(&DecodeSaga, 10000) {}
 
 Status InstanceProjection::Apply(const CloudEvent& event, const EventPosition&, StoreBatch& batch) {
   if (event.type == event_type::kOperationRequested) {
@@ -701,7 +715,7 @@ Status InstanceProjection::Apply(const CloudEvent& event, const EventPosition&, 
   }
   auto decoded = DecodeInstanceEvent(event);
   if (!decoded) return MakeError(ErrorCode::kCorruption, decoded.error().message);
-  RETURN_IF_ERROR(Fold(store_, batch, *decoded).Run());
+  RETURN_IF_ERROR(Fold(store_, batch, sagas_, *decoded).Run());
   applied_.Inc(decoded->type);
   batch_events_.push_back(std::move(*decoded));
   return OkStatus();

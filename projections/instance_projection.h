@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "events/instance_events.h"
+#include "projections/decoded_cache.h"
 #include "projections/outcome_waiters.h"
 #include "projections/projection.h"
 #include "src/common/metrics.h"
@@ -131,6 +132,7 @@ class InstanceProjection final : public Projection {
   AppliedCounters applied_;
   Listener listener_;
   std::vector<InstanceEvent> batch_events_;  // decoded, of the batch in progress
+  DecodedCache<Saga> sagas_;                 // by root: each step re-encodes, never re-decodes
 };
 
 class SpStatusProjection final : public Projection {

@@ -104,6 +104,27 @@ TEST(HealthProjectionTest, DuplicatedBatchesLeaveByteIdenticalState) {
   EXPECT_EQ(clean.Digest(), duplicated.Digest());
 }
 
+TEST(HealthProjectionTest, ABatchThatWasNeverWrittenDoesNotLeakIntoTheNextOne) {
+  // The projection remembers decoded records between events; a batch the runner dropped must
+  // not be seen through that memory.
+  Health h("/mem/health-dropped");
+  Health clean("/mem/health-dropped-clean");
+  ASSERT_TRUE(h.Apply({Probe("a", 1, ProbeFailure::kNone)}));
+  ASSERT_TRUE(clean.Apply({Probe("a", 1, ProbeFailure::kNone)}));
+  StoreBatch dropped;
+  for (int seq = 2; seq <= 4; ++seq) {
+    ASSERT_TRUE(h.projection_.Apply(Probe("a", seq, ProbeFailure::kTimeout),
+                                    EventPosition{"dcm.health", 0, 0, kT0}, dropped));
+  }
+  ASSERT_TRUE(h.Apply({Probe("a", 3, ProbeFailure::kTimeout)}));
+  ASSERT_TRUE(clean.Apply({Probe("a", 3, ProbeFailure::kTimeout)}));
+  EXPECT_EQ(h.Digest(), clean.Digest());
+  auto a = h.view_.Get("a");
+  ASSERT_TRUE(a && *a);
+  EXPECT_EQ((*a)->seq, 3);
+  EXPECT_EQ((*a)->consecutive_failures, 1);
+}
+
 TEST(HealthProjectionTest, HealthChangedIsAcceptedButDoesNotChangeState) {
   Health h("/mem/health-changed");
   ASSERT_TRUE(h.Apply({Probe("a", 1, ProbeFailure::kNone)}));
