@@ -10,6 +10,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <charconv>
+#include <thread>
 
 namespace dcm {
 namespace {
@@ -218,21 +219,22 @@ Status Store::FinishBulkLoad() { return FinishBulk(/*compact=*/true); }
 
 Status Store::FinishBulkLoadWithoutCompaction() { return FinishBulk(/*compact=*/false); }
 
-Status Store::WriteBulkIndex() {
-  // Every key of the index is new to RocksDB (the directory started empty and tracked keys never
-  // go through the memtables in bulk mode), so the live values are written as one sorted table
-  // file and ingested: no memtable, no second sort. Deleted keys were never written: skip them.
+namespace {
+
+// Writes the live values of a bulk store's read index as one sorted table file at `file` (false
+// when there is none). Every key in it is new to RocksDB: the directory started empty and tracked
+// keys never go through the memtables in bulk mode. Deleted keys were never written: skipped.
+Result<bool> WriteIndexFile(const StoreKeyMap& index, const rocksdb::Options& options,
+                            const std::string& file) {
   std::vector<const StoreKeyMap::value_type*> live;
-  live.reserve(bulk_index_.size());
-  for (const auto& entry : bulk_index_) {
+  live.reserve(index.size());
+  for (const auto& entry : index) {
     if (entry.second) live.push_back(&entry);
   }
-  if (live.empty()) return OkStatus();
+  if (live.empty()) return false;
   std::sort(live.begin(), live.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
-  const rocksdb::Options options = db_->GetOptions();
   rocksdb::SstFileWriter writer(rocksdb::EnvOptions(options), options);
-  const std::string file = db_->GetName() + "/bulk-index.sst";
   auto status = writer.Open(file);
   for (size_t i = 0; status.ok() && i < live.size(); ++i) {
     const auto& [key, value] = *live[i];
@@ -240,31 +242,46 @@ Status Store::WriteBulkIndex() {
                         rocksdb::Slice(value->data(), value->size()));
   }
   if (status.ok()) status = writer.Finish();
-  if (status.ok()) {
-    rocksdb::IngestExternalFileOptions ingest;
-    ingest.move_files = true;
-    status = db_->IngestExternalFile({file}, ingest);
-  }
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));
-  return OkStatus();
+  return true;
 }
+
+}  // namespace
 
 Status Store::FinishBulk(bool compact) {
   auto status = db_->Flush(rocksdb::FlushOptions());
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  // The read index becomes a table file on a second thread while RocksDB compacts what the
+  // memtables held (one core each; the compaction is single-threaded), then it is ingested: no
+  // memtable, no second sort. Freeing the index is done there too.
+  StoreKeyMap index;
   {
     std::lock_guard lock(bulk_mu_);
-    RETURN_IF_ERROR(WriteBulkIndex());
+    index.swap(bulk_index_);
+    bulk_load_ = false;  // from here on, reads go to RocksDB
   }
+  const std::string file = db_->GetName() + "/bulk-index.sst";
+  Result<bool> written = false;
+  std::thread writer([&] {
+    written = WriteIndexFile(index, db_->GetOptions(), file);
+    StoreKeyMap().swap(index);
+  });
   if (compact) {
     rocksdb::CompactRangeOptions compact_options;
-    compact_options.max_subcompactions = 2;  // split the key range over both cores
+    compact_options.max_subcompactions = 2;
     status = db_->CompactRange(compact_options, nullptr, nullptr);
   }
+  writer.join();
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));
-  std::lock_guard lock(bulk_mu_);
-  bulk_index_.clear();
-  bulk_load_ = false;  // everything is in RocksDB now: read it there
+  if (!written) return tl::unexpected(written.error());
+  if (*written) {
+    // Its keys overlap the compacted level, so it lands in level 0: one more file for reads to
+    // check (with its bloom filter) until the live store's own compactions merge it.
+    rocksdb::IngestExternalFileOptions ingest;
+    ingest.move_files = true;
+    status = db_->IngestExternalFile({file}, ingest);
+    if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  }
   return OkStatus();
 }
 

@@ -112,8 +112,10 @@ class Store {
   // byte-identical state (SPEC §5.4).
   Result<std::string> Digest(std::string_view prefix) const;
 
-  // Flushes and compacts after a bulk load, so the store is ready to serve. Afterwards the store
-  // reads and writes like a live one (Get goes to RocksDB, writes use the WAL).
+  // Flushes and compacts after a bulk load, so the store is ready to serve: the memtables' data
+  // is compacted into level 1 while the tracked keys are written as one sorted table file, which
+  // is then ingested (into level 0). Afterwards the store reads and writes like a live one (Get
+  // goes to RocksDB, writes use the WAL). Not concurrent with any other call on the store.
   Status FinishBulkLoad();
   // The same without the compaction: the data is durable and readable (in level-0 files), which
   // is enough for a store that is only digested and then deleted (`dcm projections verify`).
