@@ -79,8 +79,10 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
     opts.PrepareForBulkLoad();
     opts.memtable_factory.reset(new rocksdb::VectorRepFactory());
     opts.allow_concurrent_memtable_write = false;
-    opts.write_buffer_size = 64 << 20;
-    opts.max_write_buffer_number = 6;  // bounds memtable memory at 384 MiB while flushes run
+    // 32 MiB × 10 folds as fast as 64 × 6 or 8 × 40 (the flush's sort is bound by cache misses
+    // either way) and bounds memtable memory at 320 MiB while flushes run.
+    opts.write_buffer_size = 32 << 20;
+    opts.max_write_buffer_number = 10;
     // Level-0 files live only until FinishBulkLoad compacts them into level 1: compress once,
     // there, not in every flush (snappy took ~4% of a rebuild's CPU).
     opts.compression_per_level = {rocksdb::kNoCompression, rocksdb::kSnappyCompression};

@@ -3,7 +3,12 @@
 # cluster (its own process: `dcm dev-kafka`, so its memory does not count), then RUNS rebuilds of
 # every projection into a fresh side store, each in a new process measured by /usr/bin/time.
 #
-#   scripts/bench-rebuild.sh [BUILD_DIR] [EVENTS] [RUNS]      (defaults: build 1000000 3)
+#   scripts/bench-rebuild.sh [BUILD_DIR] [EVENTS] [RUNS] [BASELINE_BUILD_DIR]
+#                                                       (defaults: build 1000000 3, no baseline)
+#
+# With a baseline build (another commit's build directory with its own rebuild_bench), each run
+# rebuilds the same log with the baseline and then with BUILD_DIR, so both see the same machine
+# state: compare their medians and their ratio (this shared VM drifts by ±15% over an hour).
 #
 # 192 partitions per entity topic keep every partition under the mock's 5 MiB retention
 # (800k probes of 10,000 providers × ~540 B / 192 ≈ 2.3 MB); the rebuild warns if a partition lost its head.
@@ -11,8 +16,8 @@ set -euo pipefail
 BUILD=${1:-build}
 EVENTS=${2:-1000000}
 RUNS=${3:-3}
+BASELINE=${4:-}
 DCM=$BUILD/src/dcm
-BENCH=$BUILD/tests/bench/rebuild_bench
 WORK=$(mktemp -d /tmp/dcm-bench-rebuild-XXXXXX)
 "$DCM" dev-kafka --partitions 192 --topic-prefix bench. >"$WORK/kafka.out" 2>"$WORK/kafka.err" &
 KAFKA_PID=$!
@@ -20,9 +25,14 @@ trap 'kill $KAFKA_PID 2>/dev/null; wait $KAFKA_PID 2>/dev/null; rm -rf "$WORK"' 
 for _ in $(seq 100); do [[ -s $WORK/kafka.out ]] && break; sleep 0.1; done
 BROKERS=$(head -1 "$WORK/kafka.out")
 echo "# mock cluster $BROKERS (pid $KAFKA_PID); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$BENCH" produce --brokers "$BROKERS" --prefix bench. --events "$EVENTS" --providers 10000
-for run in $(seq "$RUNS"); do
-  echo "# run $run; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$BUILD/tests/bench/rebuild_bench" produce --brokers "$BROKERS" --prefix bench. --events "$EVENTS" \
+  --providers 10000
+rebuild() {  # BUILD_DIR LABEL
+  echo "# run $run $2; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   /usr/bin/time -f '{"step":"time","max_rss_kb":%M,"elapsed_s":%e,"cpu_percent":"%P"}' \
-    "$BENCH" rebuild --brokers "$BROKERS" --prefix bench. --dir "$WORK/side" "${@:4}"
+    "$1/tests/bench/rebuild_bench" rebuild --brokers "$BROKERS" --prefix bench. --dir "$WORK/side"
+}
+for run in $(seq "$RUNS"); do
+  [[ -n $BASELINE ]] && rebuild "$BASELINE" baseline
+  rebuild "$BUILD" build
 done

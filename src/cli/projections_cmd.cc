@@ -240,6 +240,10 @@ int Run(const ProjectionsFlags& flags, bool verify) {
   }
   for (const auto& warning : result->warnings) printf("warning: %s\n", warning.c_str());
   const auto finish_start = std::chrono::steady_clock::now();
+  if (!flags.no_progress) {
+    fprintf(stderr, "finishing the side store (%s)...\n",
+            verify ? "flush, table file" : "flush, compaction, table file");
+  }
   auto finished = verify ? (*side)->FinishBulkLoadWithoutCompaction() : (*side)->FinishBulkLoad();
   if (!finished) {
     cleanup();
