@@ -126,6 +126,32 @@ struct Plan {
 
 constexpr int kPollMs = 100;
 
+// The low and high watermarks of partitions [0, partitions) of `topic`: two ListOffsets requests
+// for the whole topic (offsets-for-times with Kafka's special times "earliest" and "latest")
+// instead of a round trip per partition (1,152 partitions took 0.2 s of a 6 s rebuild). A
+// partition either answer leaves out is asked on its own.
+Result<std::vector<std::pair<int64_t, int64_t>>> Watermarks(const Consumer& consumer,
+                                                            const std::string& topic,
+                                                            int partitions, int timeout_ms) {
+  std::map<int32_t, int64_t> earliest, latest;
+  for (int32_t p = 0; p < partitions; ++p) {
+    earliest[p] = RD_KAFKA_OFFSET_BEGINNING;
+    latest[p] = RD_KAFKA_OFFSET_END;
+  }
+  auto low = consumer.OffsetsForTimes(topic, earliest, timeout_ms);
+  auto high = consumer.OffsetsForTimes(topic, latest, timeout_ms);
+  std::vector<std::pair<int64_t, int64_t>> marks;
+  for (int32_t p = 0; p < partitions; ++p) {
+    if (low && high && (*low)[p] >= 0 && (*high)[p] >= (*low)[p]) {
+      marks.emplace_back((*low)[p], (*high)[p]);
+      continue;
+    }
+    ASSIGN_OR_RETURN(auto one, consumer.QueryWatermarks(topic, p, timeout_ms));
+    marks.push_back(one);
+  }
+  return marks;
+}
+
 Status BuildPlan(const std::vector<RebuildSource>& sources, Consumer& consumer, int timeout_ms,
                  Plan& plan, std::vector<std::string>& warnings) {
   std::map<std::string, int> index;
@@ -142,9 +168,9 @@ Status BuildPlan(const std::vector<RebuildSource>& sources, Consumer& consumer, 
     const auto& topic = plan.topics[t];
     ASSIGN_OR_RETURN(int partitions, TopicPartitionCount(consumer.handle(), topic, timeout_ms));
     if (partitions == 0) warnings.push_back("topic " + topic + " does not exist: nothing to fold");
-    for (int32_t p = 0; p < partitions; ++p) {
-      ASSIGN_OR_RETURN(auto marks, consumer.QueryWatermarks(topic, p, timeout_ms));
-      plan.ranges[t].push_back(PartitionRange{marks.first, marks.second, 0, marks.first});
+    ASSIGN_OR_RETURN(auto marks, Watermarks(consumer, topic, partitions, timeout_ms));
+    for (const auto& [low, high] : marks) {
+      plan.ranges[t].push_back(PartitionRange{low, high, 0, low});
     }
   }
   for (size_t j = 0; j < sources.size(); ++j) {
