@@ -273,6 +273,43 @@ TEST(HealthStateTest, RecordsRoundTripThroughStorage) {
   }
 }
 
+TEST(HealthStateTest, StoredRecordBytesStayTheSame) {
+  // Live stores hold these bytes, and `dcm projections verify` compares them with a rebuild's:
+  // the encoding must not change between releases.
+  HealthRecord r;
+  r.provider_id = "sp-\"1\"";
+  r.status = HealthStatus::kUnavailable;
+  r.seq = 42;
+  r.registration_seq = 3;
+  r.consecutive_failures = 3;
+  r.consecutive_successes = 0;
+  r.last_probe_time_ms = 1767225600123;
+  r.last_probe_id = "p-42";
+  r.last_result = "timeout";
+  r.last_http_status = 503;
+  r.last_latency_us = -1;
+  r.last_transition_time_ms = 1767225600000;
+  r.last_transition_reason = "3 failures";
+  r.last_error = "tab\there \xC3\xA9";
+  r.last_error_time_ms = 1767225600123;
+  r.streak_probe_ids = {"p-40", "p-41", "p-42"};
+  EXPECT_EQ(
+      EncodeHealthRecord(r),
+      R"({"provider_id":"sp-\"1\"","status":"Unavailable","seq":42,"registration_seq":3,)"
+      R"("consecutive_failures":3,"consecutive_successes":0,"last_probe_time_ms":1767225600123,)"
+      R"("last_probe_id":"p-42","last_result":"timeout","last_http_status":503,)"
+      R"("last_latency_us":-1,"last_transition_time_ms":1767225600000,)"
+      R"("last_transition_reason":"3 failures","last_error":"tab\there )"
+      "\xC3\xA9"
+      R"(","last_error_time_ms":1767225600123,"streak_probe_ids":["p-40","p-41","p-42"]})");
+  EXPECT_EQ(EncodeHealthRecord(HealthRecord{}),
+            R"({"provider_id":"","status":"Pending","seq":0,"registration_seq":-1,)"
+            R"("consecutive_failures":0,"consecutive_successes":0,"last_probe_time_ms":0,)"
+            R"("last_probe_id":"","last_result":"","last_http_status":0,"last_latency_us":0,)"
+            R"("last_transition_time_ms":0,"last_transition_reason":"","last_error":"",)"
+            R"("last_error_time_ms":0,"streak_probe_ids":[]})");
+}
+
 TEST(HealthStateTest, ReplayingTheSameProbesWithDuplicatesGivesTheSameRecord) {
   std::mt19937 random(7);
   Folder live;
