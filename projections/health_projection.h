@@ -35,7 +35,8 @@ class HealthProjection final : public Projection {
  private:
   Store* store_;
   AppliedCounters applied_;
-  DecodedCache<HealthRecord> records_{&DecodeHealthRecord, 100000};  // by provider id
+  // By provider id; ~1 KB per provider (the record twice: JSON and decoded).
+  DecodedCache<HealthRecord> records_{&DecodeHealthRecord, 20000};
 };
 
 // Thread-safe (reads the Store only).
