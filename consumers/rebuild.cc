@@ -708,8 +708,9 @@ Result<RebuildResult> Rebuilder::Run(const std::vector<RebuildSource>& sources) 
 }
 
 std::vector<ProjectionSpec> ProjectionSpecs(const Topics& topics) {
-  // Fold costs from `rebuild_bench rebuild --only NAME` on the benchmark log (2026-11-23): µs of
-  // fold-thread CPU per event, audit 3.3, health 2.9, instances 16, registry 6, sp-status 1.7.
+  // Fold costs from `rebuild_bench rebuild --only NAME` on the benchmark log (2026-11-23, before
+  // the decoded caches, which cut health and instances alike): µs of fold-thread CPU per event,
+  // audit 3.3, health 2.9, instances 16, registry 6, sp-status 1.7.
   return {
       {RegistryProjection::kName, RegistryProjection::kPrefix, {topics.Providers()}, 2},
       {HealthProjection::kName, HealthProjection::kPrefix, {topics.Health()}, 1},

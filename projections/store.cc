@@ -268,11 +268,7 @@ Status Store::FinishBulk(bool compact) {
     written = WriteIndexFile(index, db_->GetOptions(), file);
     StoreKeyMap().swap(index);
   });
-  if (compact) {
-    rocksdb::CompactRangeOptions compact_options;
-    compact_options.max_subcompactions = 2;
-    status = db_->CompactRange(compact_options, nullptr, nullptr);
-  }
+  if (compact) status = db_->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr);
   writer.join();
   if (!status.ok()) return tl::unexpected(FromRocksDb(status));
   if (!written) return tl::unexpected(written.error());
