@@ -3,9 +3,10 @@
 // printing one JSON line per step, so the rebuilding process can be measured on its own (peak RSS
 // from getrusage; the mock cluster lives in another process). scripts/bench-rebuild.sh runs:
 //
-//   dcm dev-kafka --partitions 128 --topic-prefix bench.          (the mock, its own process)
-//   rebuild_bench produce --brokers B --prefix bench. --events 1000000
-//   rebuild_bench rebuild --brokers B --prefix bench.              (× runs; median)
+//   dcm dev-kafka --partitions 192 --topic-prefix bench.          (the mock, its own process)
+//   rebuild_bench produce --brokers B --prefix bench. --events 1000000 --providers 10000
+//   rebuild_bench rebuild --brokers B --prefix bench.              (× runs; median; with a
+//                                                                   baseline build alternating)
 //
 // `rebuild_bench smoke --events 5000` does all three in one process on an embedded mock (CI).
 #include "tests/bench/rebuild_bench.h"
