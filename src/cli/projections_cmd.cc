@@ -346,26 +346,22 @@ void RegisterProjectionsCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "projections", "Rebuild projections from the head of the log, or verify the live ones");
   cmd->require_subcommand(1);
-  auto rebuild_flags = std::make_shared<ProjectionsFlags>();
-  CLI::App* rebuild = cmd->add_subcommand(
-      "rebuild", "Rebuild every projection into a new store (kept) and compare with the live one");
-  AddFlags(rebuild, *rebuild_flags);
-  rebuild->add_option("--out", rebuild_flags->out,
-                      "Directory of the rebuilt store (default <data-dir>/rebuild-<UTC time>)");
-  rebuild->callback([rebuild_flags, exit_code, rebuild] {
-    rebuild_flags->extras = rebuild->remaining();
-    *exit_code = Run(*rebuild_flags, false);
-  });
-  auto verify_flags = std::make_shared<ProjectionsFlags>();
-  CLI::App* verify = cmd->add_subcommand(
-      "verify", "Rebuild every projection aside and check it equals the live one (SPEC §5.4)");
-  AddFlags(verify, *verify_flags);
-  verify->add_option("--out", verify_flags->out,
-                     "Directory of the temporary store (default <data-dir>/verify-<UTC time>)");
-  verify->callback([verify_flags, exit_code, verify] {
-    verify_flags->extras = verify->remaining();
-    *exit_code = Run(*verify_flags, true);
-  });
+  auto add_verb = [cmd, exit_code](const char* name, const char* about, const char* out_help,
+                                   bool verify) {
+    auto flags = std::make_shared<ProjectionsFlags>();
+    CLI::App* sub = cmd->add_subcommand(name, about);
+    AddFlags(sub, *flags);
+    sub->add_option("--out", flags->out, out_help);
+    sub->callback([flags, exit_code, sub, verify] {
+      flags->extras = sub->remaining();
+      *exit_code = Run(*flags, verify);
+    });
+  };
+  add_verb("rebuild",
+           "Rebuild every projection into a new store (kept) and compare with the live one",
+           "Directory of the rebuilt store (default <data-dir>/rebuild-<UTC time>)", false);
+  add_verb("verify", "Rebuild every projection aside and check it equals the live one (SPEC §5.4)",
+           "Directory of the temporary store (default <data-dir>/verify-<UTC time>)", true);
 }
 
 }  // namespace dcm::cli

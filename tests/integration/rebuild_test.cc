@@ -190,14 +190,27 @@ class VerifyCorruptionTest : public RebuildFlowTest {
     fs::copy(live_path_, copy_path_, fs::copy_options::recursive);  // the live store is closed
   }
 
-  // The `n`th key under `prefix` in the copy.
-  std::pair<std::string, std::string> NthKey(Store& store, std::string_view prefix, int n) {
+  // The `n`th key under `prefix` in the copy, and its value.
+  std::pair<std::string, std::string> NthKey(std::string_view prefix, int n) {
+    auto copy = OrDie(Store::OpenReadOnly(copy_path_));
     std::pair<std::string, std::string> found;
-    EXPECT_TRUE(store.Scan(prefix, "", [&](std::string_view k, std::string_view v) {
+    EXPECT_TRUE(copy->Scan(prefix, "", [&](std::string_view k, std::string_view v) {
       found = {std::string(k), std::string(v)};
       return n-- > 0;
     }));
     return found;
+  }
+
+  // Writes `value` at `key` in the copy; nullopt deletes the key.
+  void ChangeCopy(const std::string& key, const std::optional<std::string>& value) {
+    auto copy = OrDie(Store::Open(copy_path_));
+    StoreBatch batch;
+    if (value) {
+      batch.Put(key, *value);
+    } else {
+      batch.Delete(key);
+    }
+    ASSERT_TRUE(copy->Write(batch));
   }
 
   ProjectionComparison CompareCopy(const ProjectionSpec& spec) {
@@ -211,14 +224,8 @@ class VerifyCorruptionTest : public RebuildFlowTest {
 
 TEST_F(VerifyCorruptionTest, ReportsTheOneChangedKeyWithBothValues) {
   const ProjectionSpec health = Specs()[1];
-  std::string key, value;
-  {
-    auto copy = OrDie(Store::Open(copy_path_));
-    std::tie(key, value) = NthKey(*copy, health.prefix, 3);
-    StoreBatch batch;
-    batch.Put(key, value + "corrupt");
-    ASSERT_TRUE(copy->Write(batch));
-  }
+  const auto [key, value] = NthKey(health.prefix, 3);
+  ChangeCopy(key, value + "corrupt");
   const auto comparison = CompareCopy(health);
   EXPECT_FALSE(comparison.match());
   ASSERT_TRUE(comparison.first_difference);
@@ -234,14 +241,8 @@ TEST_F(VerifyCorruptionTest, ReportsTheOneChangedKeyWithBothValues) {
 
 TEST_F(VerifyCorruptionTest, ReportsAMissingKey) {
   const ProjectionSpec registry = Specs()[0];
-  std::string key, value;
-  {
-    auto copy = OrDie(Store::Open(copy_path_));
-    std::tie(key, value) = NthKey(*copy, registry.prefix, 0);
-    StoreBatch batch;
-    batch.Delete(key);
-    ASSERT_TRUE(copy->Write(batch));
-  }
+  const auto [key, value] = NthKey(registry.prefix, 0);
+  ChangeCopy(key, std::nullopt);
   const auto comparison = CompareCopy(registry);
   ASSERT_TRUE(comparison.first_difference);
   EXPECT_EQ(comparison.first_difference->key, key);
@@ -252,12 +253,7 @@ TEST_F(VerifyCorruptionTest, ReportsAMissingKey) {
 TEST_F(VerifyCorruptionTest, ReportsAnExtraKey) {
   const ProjectionSpec audit = Specs()[4];
   const std::string extra = std::string(audit.prefix) + "e/0000000000000/extra";
-  {
-    auto copy = OrDie(Store::Open(copy_path_));
-    StoreBatch batch;
-    batch.Put(extra, "x");
-    ASSERT_TRUE(copy->Write(batch));
-  }
+  ChangeCopy(extra, "x");
   const auto comparison = CompareCopy(audit);
   ASSERT_TRUE(comparison.first_difference);
   EXPECT_EQ(comparison.first_difference->key, extra);
