@@ -33,14 +33,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 const std::vector<std::string> kTypes = {"vm"};
 
-template <class T>
-T OrDie(Result<T> result) {
-  if (!result) {
-    fprintf(stderr, "fixture set-up failed: %s\n", result.error().message.c_str());
-    abort();
-  }
-  return std::move(*result);
-}
+using testing::OrDie;
 
 // Polls `condition` every 10 ms until it holds (true) or `timeout` passes (false).
 template <class Condition>

@@ -44,14 +44,7 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
-template <class T>
-T OrDie(Result<T> result) {
-  if (!result) {
-    fprintf(stderr, "fixture set-up failed: %s\n", result.error().message.c_str());
-    abort();
-  }
-  return std::move(*result);
-}
+using testing::OrDie;
 
 // Polls `condition` every 10 ms until it holds (true) or `timeout` passes (false).
 template <class Condition>

@@ -2,6 +2,7 @@
 // embedded mock cluster. Topics get a unique prefix per test binary run, so runs never collide.
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -9,9 +10,21 @@
 #include "consumers/mock_cluster.h"
 #include "consumers/topic_admin.h"
 #include "src/common/config.h"
+#include "src/common/result.h"
 #include "src/common/uuid.h"
 
 namespace dcm::testing {
+
+// The value of `result`, or abort with its error: for fixture set-up, where a failure is the
+// environment's, not the code under test's.
+template <class T>
+T OrDie(Result<T> result) {
+  if (!result) {
+    fprintf(stderr, "fixture set-up failed: %s\n", result.error().message.c_str());
+    abort();
+  }
+  return std::move(*result);
+}
 
 class KafkaEnv {
  public:

@@ -22,14 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-template <class T>
-T OrDie(Result<T> result) {
-  if (!result) {
-    fprintf(stderr, "fixture set-up failed: %s\n", result.error().message.c_str());
-    abort();
-  }
-  return std::move(*result);
-}
+using testing::OrDie;
 
 class RebuildTest : public ::testing::Test {
  protected:

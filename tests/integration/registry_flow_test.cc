@@ -22,14 +22,7 @@ using namespace std::chrono_literals;
 
 const std::vector<std::string> kTypes = {"vm", "container", "database"};
 
-template <class T>
-T OrDie(Result<T> result) {
-  if (!result) {
-    fprintf(stderr, "fixture set-up failed: %s\n", result.error().message.c_str());
-    abort();
-  }
-  return std::move(*result);
-}
+using testing::OrDie;
 
 // One control-plane instance's Kafka-facing parts, on its own data dir.
 struct Instance {
