@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/principal.h"
+
 namespace dcm::http {
 
 struct HttpRequest {
@@ -17,6 +19,11 @@ struct HttpRequest {
   std::multimap<std::string, std::string> query;  // percent-decoded query parameters
   std::map<std::string, std::string> headers;     // lower-cased names
   std::string body;
+  // Set by the server on an mTLS connection whose client certificate verified against the
+  // client CA: the certificate's subject (SAN URI, else SAN DNS, else CN). Empty otherwise.
+  std::string peer_subject;
+  // Set by the authentication layer (src/http/auth.h) before the request is routed.
+  Principal principal;
 
   // First value of a query parameter, or nullptr.
   const std::string* Query(const std::string& name) const {
