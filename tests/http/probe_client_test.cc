@@ -6,11 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -28,6 +24,7 @@
 #include <vector>
 
 #include "src/http/server.h"
+#include "tests/common/test_pki.h"
 
 namespace dcm::http {
 namespace {
@@ -179,88 +176,18 @@ ScriptedServer::Action AlwaysRespond(int, int) { return ScriptedServer::Action::
 
 // ---- a throwaway PKI and a TLS server -----------------------------------------------------
 
-struct X509Deleter {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyDeleter {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Deleter>;
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyDeleter>;
-
-bool AddExtension(X509* cert, X509* issuer, int nid, const char* value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-  if (ext == nullptr) return false;
-  const bool ok = X509_add_ext(cert, ext, -1) == 1;
-  X509_EXTENSION_free(ext);
-  return ok;
-}
-
-// A certificate for `key` named `cn`, signed by `issuer` (self-signed when null).
-X509Ptr MakeCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key,
-                 const char* subject_alt_names) {
-  static std::atomic<long> serial{1};
-  X509Ptr cert(X509_new());
-  X509_set_version(cert.get(), 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial++);
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24 * 3600);
-  X509_set_pubkey(cert.get(), key);
-  X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn),
-                             -1, -1, 0);
-  X509* signer = issuer != nullptr ? issuer : cert.get();
-  X509_set_issuer_name(cert.get(), X509_get_subject_name(signer));
-  bool ok = AddExtension(cert.get(), signer, NID_subject_key_identifier, "hash");
-  if (issuer == nullptr) {
-    ok = ok && AddExtension(cert.get(), signer, NID_basic_constraints, "critical,CA:TRUE") &&
-         AddExtension(cert.get(), signer, NID_key_usage, "critical,keyCertSign,cRLSign");
-  } else {
-    ok = ok && AddExtension(cert.get(), signer, NID_basic_constraints, "CA:FALSE") &&
-         AddExtension(cert.get(), signer, NID_authority_key_identifier, "keyid:always") &&
-         AddExtension(cert.get(), signer, NID_ext_key_usage, "serverAuth") &&
-         AddExtension(cert.get(), signer, NID_subject_alt_name, subject_alt_names);
-  }
-  if (!ok || X509_sign(cert.get(), issuer_key != nullptr ? issuer_key : key, EVP_sha256()) == 0) {
-    return nullptr;
-  }
-  return cert;
-}
-
-std::string WritePem(X509* cert, const std::string& name) {
-  const std::string path =
-      ::testing::TempDir() + "/probe_client_test_" + std::to_string(::getpid()) + "_" + name;
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return "";
-  PEM_write_X509(f, cert);
-  std::fclose(f);
-  return path;
-}
-
 // Two CAs; the server certificate is signed by `trusted` for 127.0.0.1 and probe.test.
 struct Pki {
-  Pki() {
-    ca_key.reset(EVP_EC_gen("P-256"));
-    other_key.reset(EVP_EC_gen("P-256"));
-    server_key.reset(EVP_EC_gen("P-256"));
-    ca = MakeCert(ca_key.get(), "probe test CA", nullptr, nullptr, nullptr);
-    other_ca = MakeCert(other_key.get(), "some other CA", nullptr, nullptr, nullptr);
-    server = MakeCert(server_key.get(), "probe.test", ca.get(), ca_key.get(),
-                      "DNS:probe.test,IP:127.0.0.1");
-    trusted_file = WritePem(ca.get(), "ca.pem");
-    other_file = WritePem(other_ca.get(), "other.pem");
-  }
-  ~Pki() {
-    std::remove(trusted_file.c_str());
-    std::remove(other_file.c_str());
-  }
-  bool ok() const { return ca && other_ca && server && !trusted_file.empty(); }
+  Pki()
+      : ca("probe test CA"),
+        other_ca("some other CA"),
+        server(ca.Issue("probe.test", "DNS:probe.test,IP:127.0.0.1", testing::CertUsage::kServer)),
+        trusted_file(ca.cert_file()),
+        other_file(other_ca.cert_file()) {}
+  bool ok() const { return ca.ok() && other_ca.ok() && server.ok(); }
 
-  KeyPtr ca_key, other_key, server_key;
-  X509Ptr ca, other_ca, server;
+  testing::TestCa ca, other_ca;
+  testing::TestCert server;
   std::string trusted_file, other_file;
 };
 
@@ -270,8 +197,8 @@ class TlsServer {
  public:
   explicit TlsServer(const Pki& pki) {
     ctx_ = SSL_CTX_new(TLS_server_method());
-    SSL_CTX_use_certificate(ctx_, pki.server.get());
-    SSL_CTX_use_PrivateKey(ctx_, pki.server_key.get());
+    SSL_CTX_use_certificate(ctx_, pki.server.cert.get());
+    SSL_CTX_use_PrivateKey(ctx_, pki.server.key.get());
     listen_fd_ = ListenLoopback(64, &port_);
     thread_ = std::thread([this] { Loop(); });
   }
