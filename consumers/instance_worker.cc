@@ -18,6 +18,7 @@ constexpr char kOffsetsName[] = "instance-worker";  // this worker's request off
 constexpr int kPollMs = 100;
 constexpr milliseconds kOwnFactsTimeout{10000};
 constexpr milliseconds kRetryDelay{1000};
+constexpr char kCleanupActor[] = "dcm/cleanup";  // actor of the cleanup worker's own facts
 
 bool Is2xx(int status) { return status >= 200 && status < 300; }
 
@@ -37,6 +38,7 @@ InstanceEvent FailureFact(const InstanceEvent& request, int http_status, std::st
                           std::string error) {
   InstanceEvent f;
   f.type = event_type::kOperationFailed;
+  f.actor = request.actor;
   f.request_id = request.request_id;
   f.root = request.root;
   f.operation = request.operation;
@@ -793,6 +795,7 @@ std::future<Status> InstanceWorker::Produce(const std::string& root, const Insta
   InstanceEvent e = fact;
   e.root = root;
   e.source = options_.source;
+  if (e.actor.empty()) e.actor = kCleanupActor;  // the worker's own decisions: cleanup
   e.time_ms = clock_->NowMillis();
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
@@ -845,6 +848,7 @@ bool InstanceWorker::EmitFact(const std::string& root, InstanceEvent fact) {
 
 bool InstanceWorker::Emit(Saga& saga, InstanceEvent fact) {
   fact.request_id = saga.started.request_id;
+  fact.actor = saga.started.actor;
   const std::string type = fact.type;
   if (!EmitFact(saga.started.root, std::move(fact))) return false;
   saga.steps.push_back(type);

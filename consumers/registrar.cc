@@ -2,6 +2,7 @@
 
 #include <future>
 
+#include "consumers/catch_up.h"
 #include "consumers/dead_letter.h"
 #include "src/common/log.h"
 
@@ -25,6 +26,10 @@ Registrar::Registrar(RegistrarOptions options, Store* store, const RegistryView*
 Registrar::~Registrar() { Stop(); }
 
 Status Registrar::Start() {
+  ASSIGN_OR_RETURN(const int partitions,
+                   TopicPartitionCount(producer_->handle(), options_.outcomes_topic, 10000));
+  outcome_partitions_.clear();
+  for (int32_t p = 0; p < partitions; ++p) outcome_partitions_.push_back(p);
   ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, options_.group_id));
   RETURN_IF_ERROR(consumer_->Subscribe(
       options_.requests_topic,
@@ -61,6 +66,10 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
     offsets[p] = it == stored->end() ? Consumer::kBeginning : it->second;
   }
   next_offset_ = offsets.count(0) && offsets[0] >= 0 ? offsets[0] : 0;
+  // Outcomes the previous owner produced must be in the local registry before re-deciding: a
+  // request with a recorded outcome follows it (InputsFor).
+  (void)WaitForCatchUp(*store_, *consumer_, RegistryProjection::kName, options_.outcomes_topic,
+                       outcome_partitions_, options_.catch_up_timeout, running_, "registrar");
   owner_ = true;
   Logger("registrar")
       ->info("msg=\"registrar owns the request partition\" resume_offset={}", next_offset_);
@@ -91,6 +100,20 @@ void Registrar::Run() {
   }
 }
 
+Result<DecisionInputs> Registrar::InputsFor(const ProviderRequest& request) const {
+  DecisionInputs inputs;
+  if (request.kind != RequestKind::kDelete || request.force) return inputs;
+  ASSIGN_OR_RETURN(auto recorded, registry_->OutcomeType(request.request_id));
+  if (recorded) {
+    // Re-deciding: a recorded rejection of an existing, owned provider was the live-instance
+    // check (every other rejection is decided before it, the same way again).
+    inputs.live_instances = *recorded == event_type::kRejected ? 1 : 0;
+  } else if (options_.live_instances) {
+    ASSIGN_OR_RETURN(inputs.live_instances, options_.live_instances(request.id));
+  }
+  return inputs;
+}
+
 Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
   StoreBatch batch;
   std::vector<std::future<Status>> pending;
@@ -115,11 +138,13 @@ Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
       continue;
     }
     ProviderOutcome outcome;
-    auto request = DecodeProviderRequest(*event, options_.service_types);
+    auto request = DecodeProviderRequest(*event, options_.rules);
     if (request) {
-      ASSIGN_OR_RETURN(outcome, decider_.Decide(*request, m.offset, m.timestamp_ms, batch));
+      ASSIGN_OR_RETURN(const DecisionInputs inputs, InputsFor(*request));
+      ASSIGN_OR_RETURN(outcome, decider_.Decide(*request, m.offset, m.timestamp_ms, batch, inputs));
     } else if (request.error().code == ErrorCode::kInvalidArgument) {
       outcome = decider_.RejectInvalid(event->id, *kind, request.error(), m.offset, batch);
+      outcome.actor = event->actor;
     } else {
       pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
                                    request.error().message, metrics_));

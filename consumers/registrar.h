@@ -17,9 +17,19 @@
 //
 // Why one partition scales: registrations are rare (SPs register on start), and one partition
 // carries tens of thousands of events per second (BENCHMARKS.md).
+//
+// One decision input is not in the request: a deletion without force needs the provider's live
+// instances (SPEC §6: a request produced straight to Kafka cannot delete a provider that hosts
+// them). The registrar reads it from this instance's instance projection at decision time. So
+// that a re-decision reaches the same outcome, a request whose outcome this instance's registry
+// already holds follows that outcome instead (a recorded rejection means the check failed), and a
+// new owner waits until its registry has applied what the previous owner produced before it
+// decides (consumers/catch_up.h).
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,9 +49,13 @@ struct RegistrarOptions {
   std::string dead_letter_topic;
   std::string group_id;
   std::string source = "dcm/registrar";  // `source` of the outcome events
-  std::vector<std::string> service_types;
+  ProviderRules rules;  // the same as the HTTP edge's (SPEC §6: deciders enforce what HTTP does)
   KafkaOptions kafka;
   size_t batch_size = 1000;
+  // The live instances of a provider id (the instance projection); null: never any.
+  std::function<Result<int64_t>(const std::string& provider_id)> live_instances;
+  // How long a new owner waits for its registry to apply the previous owner's outcomes.
+  std::chrono::milliseconds catch_up_timeout{10000};
 };
 
 class Registrar {
@@ -59,6 +73,8 @@ class Registrar {
   void Run();
   Status ProcessBatch(const std::vector<KafkaMessage>& messages);
   std::map<int32_t, int64_t> OnAssign(const std::vector<int32_t>& partitions);
+  // What Decide needs beyond the request and the decider's state (see above).
+  Result<DecisionInputs> InputsFor(const ProviderRequest& request) const;
 
   RegistrarOptions options_;
   Store* store_;
@@ -72,7 +88,8 @@ class Registrar {
   std::atomic<bool> running_{false};
   std::atomic<bool> owner_{false};
   std::atomic<bool> healthy_{true};
-  int64_t next_offset_ = 0;  // runner thread only
+  int64_t next_offset_ = 0;                  // runner thread only
+  std::vector<int32_t> outcome_partitions_;  // of options_.outcomes_topic, set by Start
 };
 
 }  // namespace dcm

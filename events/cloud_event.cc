@@ -17,6 +17,7 @@ std::string EncodeCloudEvent(const CloudEvent& e) {
   w.Field("time", e.time);
   w.Field("datacontenttype", "application/json");
   w.Field("schemaversion", e.schema_version);
+  if (!e.actor.empty()) w.Field("actor", e.actor);
   w.Key("data");
   w.Raw(e.data.empty() ? std::string_view("{}") : std::string_view(e.data));
   w.EndObject();
@@ -75,6 +76,14 @@ Result<CloudEvent> DecodeCloudEvent(std::string_view json) {
     if (event.schema_version < 1) {
       return MakeError(ErrorCode::kCorruption, "event attribute 'schemaversion' must be >= 1");
     }
+  }
+  if (auto actor = Member(object, "actor"); actor && !actor->is_null()) {
+    std::string_view text;
+    if (actor->get(text) || text.size() > kMaxActorBytes) {
+      return MakeError(ErrorCode::kCorruption,
+                       "event attribute 'actor' must be a string of at most 256 bytes");
+    }
+    event.actor.assign(text);
   }
   auto data = Member(object, "data");
   if (!data || !data->is_object()) {

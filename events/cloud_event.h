@@ -8,6 +8,10 @@
 //    "datacontenttype":"application/json","schemaversion":1,"data":{...}}
 // `schemaversion` is a CloudEvents extension attribute: the version of `data`'s schema for this
 // `type`. Decoders keep reading every older version.
+// `actor` is a CloudEvents extension attribute (SPEC §6): who caused the event: the caller's
+// `sub` for a request and every outcome it causes, "anonymous" with authentication disabled, or
+// the component for system decisions ("dcm/prober", "dcm/cleanup"). Written after
+// `schemaversion` when set; events from before it have none.
 #pragma once
 
 #include <string>
@@ -18,6 +22,7 @@
 namespace dcm {
 
 inline constexpr std::string_view kCloudEventsContentType = "application/cloudevents+json";
+inline constexpr size_t kMaxActorBytes = 256;
 
 struct CloudEvent {
   std::string id;
@@ -26,6 +31,7 @@ struct CloudEvent {
   std::string subject;
   std::string time;  // RFC 3339, UTC, milliseconds
   int schema_version = 1;
+  std::string actor;        // extension attribute; "" = absent
   std::string data = "{}";  // minified JSON (an object)
 
   bool operator==(const CloudEvent&) const = default;
@@ -39,6 +45,7 @@ bool TypeMatches(std::string_view pattern, std::string_view type);
 
 // Rejects (kCorruption, with the reason) anything that is not a CloudEvents 1.0 JSON object
 // with string id, source, type and time, and an object `data`. Unknown attributes are ignored.
+// An `actor` must be a string of at most kMaxActorBytes.
 Result<CloudEvent> DecodeCloudEvent(std::string_view json);
 
 }  // namespace dcm

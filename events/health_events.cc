@@ -67,6 +67,7 @@ CloudEvent Envelope(const char* type, std::string id, const std::string& source,
   e.subject = subject;
   e.time = FormatRfc3339Millis(time_ms);
   e.schema_version = schema_version;
+  e.actor = kProberActor;  // probes and their transitions are the prober's own decisions
   return e;
 }
 

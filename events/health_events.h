@@ -29,6 +29,9 @@ inline constexpr char kHealthProbed[] = "dcm.provider.health_probed";
 inline constexpr char kHealthChanged[] = "dcm.provider.health_changed";
 }  // namespace event_type
 
+// The `actor` of every health event (SPEC §6): probing is the control plane's own decision.
+inline constexpr char kProberActor[] = "dcm/prober";
+
 // The newest `schemaversion` of each health event's data, which the encoders write. Decoders read
 // every version from 1 (older ones through the upcaster, events/upcast.h); newer ones are poison.
 //   health_probed v1: `latency_ms`, a JSON float of milliseconds (5000.125).

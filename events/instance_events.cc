@@ -263,6 +263,7 @@ CloudEvent EncodeInstanceEvent(const InstanceEvent& event) {
   }
   e.time = FormatRfc3339Millis(event.time_ms);
   e.schema_version = kInstanceEventSchemaVersion;
+  e.actor = event.actor;
   if (!event.event_id.empty()) {
     e.id = event.event_id;
   } else if (event.request_id.empty()) {
@@ -315,6 +316,7 @@ Result<InstanceEvent> DecodeInstanceEvent(const CloudEvent& event) {
   out.event_id = event.id;
   out.source = event.source;
   out.subject = event.subject;
+  out.actor = event.actor;
   auto time_ms = ReadTime(event.time);
   if (!time_ms) return MakeError(ErrorCode::kCorruption, "unreadable time '" + event.time + "'");
   out.time_ms = *time_ms;

@@ -112,6 +112,9 @@ struct InstanceEvent {
   std::string source;
   std::string subject;  // the entity the fact is about (set by Encode from the type if empty)
   int64_t time_ms = 0;
+  // The CloudEvent's `actor` (SPEC §6): the requester for an operation request and every fact of
+  // its saga; the component for the cleanup worker's own decisions ("dcm/cleanup").
+  std::string actor;
 
   // Data.
   std::string request_id;  // the operation_requested event id this fact belongs to (in

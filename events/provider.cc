@@ -130,8 +130,8 @@ std::string ValidateProviderId(std::string_view id) {
   return "";
 }
 
-Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element element,
-                                       const std::vector<std::string>& service_types) {
+Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element element, const ProviderRules& rules) {
+  const std::vector<std::string>& service_types = rules.service_types;
   simdjson::dom::object body;
   if (element.get(body)) {
     return MakeError(
@@ -154,6 +154,10 @@ Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element element,
   if (ReadString(body, "endpoint", "", &spec.endpoint, &errors, &present)) {
     if (auto url = ParseHttpUrl(spec.endpoint); !url) {
       errors.push_back({"endpoint", url.error().message});
+    } else if (rules.refuse_endpoint_host) {
+      if (auto why = rules.refuse_endpoint_host(url->host); !why.empty()) {
+        errors.push_back({"endpoint", why});
+      }
     }
   } else if (!present) {
     errors.push_back({"endpoint", "is required"});
@@ -206,6 +210,7 @@ void WriteProvider(JsonWriter& w, const Provider& p) {
   w.Field("create_time", p.create_time);
   w.Field("update_time", p.update_time);
   w.Field("seq", p.seq);
+  if (!p.owner.empty()) w.Field("owner", p.owner);
   w.EndObject();
 }
 
@@ -228,6 +233,7 @@ Result<Provider> ReadProvider(simdjson::dom::element element) {
   ReadString(object, "schema_version", "", &p.spec.schema_version, &errors);
   ReadString(object, "create_time", "", &p.create_time, &errors);
   ReadString(object, "update_time", "", &p.update_time, &errors);
+  ReadString(object, "owner", "", &p.owner, &errors);
   if (auto ops = Member(object, "operations"); ops && ops->is_array()) {
     for (auto op : simdjson::dom::array(*ops)) {
       std::string_view text;

@@ -5,6 +5,7 @@
 #include <simdjson.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,21 +39,40 @@ struct Provider {
   std::string create_time;  // RFC 3339 ms
   std::string update_time;
   int64_t seq = 0;  // the registrar's decision sequence that produced this state (see registrar)
+  // The `actor` of its first registration (SPEC §6): an SP acting with the dcm-provider role may
+  // change only the providers it owns. "" when it was registered anonymously (auth disabled, or
+  // a Kafka request without an actor): then only admins and unscoped requests change it.
+  std::string owner;
 
   bool operator==(const Provider&) const = default;
 };
 
+// What a registration is checked against. Every `dcm serve` of a cluster must be configured
+// alike: the registrar applies the same rules to requests produced straight to Kafka.
+struct ProviderRules {
+  ProviderRules() = default;
+  // NOLINTNEXTLINE(google-explicit-constructor): the common case, service types alone.
+  ProviderRules(std::vector<std::string> types) : service_types(std::move(types)) {}
+
+  // The admin-predefined service types (SERVICE_TYPES).
+  std::vector<std::string> service_types;
+  // The outbound policy's verdict on an endpoint whose host is a literal address (SPEC §6):
+  // "" if it may be registered, else why not (a 400 on `endpoint`). Host names pass here and
+  // are judged when dialled. Null: every host passes.
+  std::function<std::string(std::string_view host)> refuse_endpoint_host;
+};
+
 // Validates a request body (snake_case, or the seeds' camelCase: serviceType, displayName,
 // schemaVersion). Every bad field is reported (kInvalidArgument with `fields`).
-Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element body,
-                                       const std::vector<std::string>& service_types);
+Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element body, const ProviderRules& rules);
 
 // `id` from `?id=`: a lowercase DNS label (1–63) or a UUID. Returns an error message or "".
 std::string ValidateProviderId(std::string_view id);
 std::string ValidateProviderName(std::string_view name);
 
 // The stored/event form: {id,name,display_name,endpoint,service_type,schema_version,operations,
-// metadata,create_time,update_time,seq}.
+// metadata,create_time,update_time,seq[,owner]} (`owner` only when set, so providers from before
+// it keep their bytes).
 void WriteProvider(JsonWriter& w, const Provider& provider);
 std::string EncodeProvider(const Provider& provider);
 Result<Provider> ReadProvider(simdjson::dom::element element);

@@ -97,6 +97,7 @@ CloudEvent EncodeProviderRequest(const ProviderRequest& r, const std::string& so
   e.source = source;
   e.time = FormatRfc3339Millis(now_millis);
   e.schema_version = kProviderEventSchemaVersion;
+  e.actor = r.actor;
   JsonWriter w;
   w.BeginObject();
   switch (r.kind) {
@@ -125,13 +126,13 @@ CloudEvent EncodeProviderRequest(const ProviderRequest& r, const std::string& so
       w.Field("force", r.force);
       break;
   }
+  if (r.owner_scoped) w.Field("owner_scoped", true);
   w.EndObject();
   e.data = w.Take();
   return e;
 }
 
-Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
-                                              const std::vector<std::string>& service_types) {
+Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event, const ProviderRules& rules) {
   const auto kind = RequestKindOfType(event.type);
   if (!kind) return MakeError(ErrorCode::kCorruption, "not a provider request type: " + event.type);
   ProviderRequest r;
@@ -140,15 +141,22 @@ Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
   const simdjson::dom::object data(parsed);
   r.request_id = event.id;
   r.requested_by = event.source;
+  r.actor = event.actor;
+  if (auto scoped = Member(data, "owner_scoped"); scoped && !scoped->is_null()) {
+    if (scoped->get(r.owner_scoped)) {
+      return MakeError(ErrorCode::kInvalidArgument, "owner_scoped must be a boolean",
+                       {{"owner_scoped", "must be a boolean"}});
+    }
+  }
   switch (r.kind) {
     case RequestKind::kRegister: {
       RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/false));
-      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(parsed, service_types));
+      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(parsed, rules));
       break;
     }
     case RequestKind::kUpdate: {
       RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/true));
-      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(parsed, service_types));
+      ASSIGN_OR_RETURN(r.spec, ParseProviderSpec(parsed, rules));
       break;
     }
     case RequestKind::kChangeId:
@@ -177,6 +185,7 @@ CloudEvent EncodeProviderOutcome(const ProviderOutcome& o, const std::string& so
   e.type = OutcomeType(o.kind);
   e.time = FormatRfc3339Millis(now_millis);
   e.schema_version = kProviderEventSchemaVersion;
+  e.actor = o.actor;
   JsonWriter w;
   w.BeginObject();
   w.Field("request_id", o.request_id);
@@ -222,6 +231,7 @@ CloudEvent EncodeProviderOutcome(const ProviderOutcome& o, const std::string& so
 
 Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event) {
   ProviderOutcome o;
+  o.actor = event.actor;
   if (event.type == event_type::kRegistered)
     o.kind = OutcomeKind::kRegistered;
   else if (event.type == event_type::kUpdated)

@@ -49,16 +49,21 @@ struct ProviderRequest {
   std::string new_id;        // change_id
   bool force = false;        // delete
   std::string requested_by;  // the request event's source
+  // Who asks (the request event's `actor`, SPEC §6). A new provider is owned by it.
+  std::string actor;
+  // The actor may act only on providers it owns (an SP with the dcm-provider role, not an
+  // admin): the registrar rejects anything else with 403. Requests produced straight to Kafka
+  // are trusted by Kafka ACLs and are not scoped unless they say so.
+  bool owner_scoped = false;
 };
 
-// Builds the request event (new random id, `source`, `time` = now).
+// Builds the request event (new random id, `source`, `time` = now, `actor`).
 CloudEvent EncodeProviderRequest(const ProviderRequest& request, const std::string& source,
                                  int64_t now_millis);
 
 // Decodes a request event. kCorruption: not a provider request at all (dead-letter it).
 // kInvalidArgument (with fields): a request whose data fails validation (reject it, 400).
-Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event,
-                                              const std::vector<std::string>& service_types);
+Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event, const ProviderRules& rules);
 
 enum class OutcomeKind { kRegistered, kUpdated, kIdChanged, kDeleted, kRejected };
 
@@ -82,6 +87,9 @@ struct ProviderOutcome {
   std::optional<ConflictRef> conflict;
   std::string attempted_name;
   std::string attempted_id;
+  // The request's actor: the outcome event's `actor` (SPEC §6: an outcome carries the actor of
+  // the request that caused it).
+  std::string actor;
 
   bool operator==(const ProviderOutcome&) const = default;
 };

@@ -1,5 +1,6 @@
 #include "projections/provider_decider.h"
 
+#include "src/common/principal.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
 
@@ -15,6 +16,22 @@ ProviderOutcome Rejected(ProviderOutcome o, int status, std::string detail) {
   o.status = status;
   o.detail = std::move(detail);
   return o;
+}
+
+// SPEC §6: an owner-scoped actor acts only on the providers it owns.
+bool MayChange(const ProviderRequest& r, const Provider& p) {
+  return !r.owner_scoped || (!p.owner.empty() && p.owner == r.actor);
+}
+
+ProviderOutcome NotOwner(ProviderOutcome o, const ProviderRequest& r, const Provider& p) {
+  return Rejected(
+      std::move(o), 403,
+      "provider '" + p.spec.name + "' (id '" + p.id + "') is not owned by '" + r.actor + "'");
+}
+
+// The owner a new provider gets: its registration's actor, unless that is nobody in particular.
+std::string OwnerOf(const std::string& actor) {
+  return actor == kAnonymousActor ? std::string() : actor;
 }
 
 ProviderOutcome Conflict(ProviderOutcome o, const Provider& holder, std::string detail) {
@@ -71,9 +88,11 @@ void ProviderDecider::Remove(const Provider& provider, StoreBatch& batch) {
 }
 
 Result<ProviderOutcome> ProviderDecider::Decide(const ProviderRequest& request, int64_t seq,
-                                                int64_t time_ms, StoreBatch& batch) {
+                                                int64_t time_ms, StoreBatch& batch,
+                                                const DecisionInputs& inputs) {
   ProviderOutcome o;
   o.request_id = request.request_id;
+  o.actor = request.actor;
   o.request_kind = request.kind;
   o.seq = seq;
   o.attempted_name = request.spec.name;
@@ -87,7 +106,7 @@ Result<ProviderOutcome> ProviderDecider::Decide(const ProviderRequest& request, 
     case RequestKind::kChangeId:
       return ChangeId(request, std::move(o), time_ms, batch);
     case RequestKind::kDelete:
-      return Delete(request, std::move(o), batch);
+      return Delete(request, std::move(o), inputs, batch);
   }
   return MakeError(ErrorCode::kInternal, "unknown request kind");
 }
@@ -112,9 +131,11 @@ Result<ProviderOutcome> ProviderDecider::Register(const ProviderRequest& r, Prov
                       "provider name '" + r.spec.name + "' is already registered with id '" +
                           existing->id + "'");
     }
+    if (!MayChange(r, *existing)) return NotOwner(std::move(o), r, *existing);
     // Same name, no id or the same id: an idempotent re-registration (200, "updated").
-    Provider updated{existing->id, r.spec, existing->create_time, FormatRfc3339Millis(time_ms),
-                     o.seq};
+    Provider updated{
+        existing->id, r.spec,         existing->create_time, FormatRfc3339Millis(time_ms),
+        o.seq,        existing->owner};
     return Accept(std::move(o), OutcomeKind::kUpdated, std::move(updated), batch);
   }
   if (!r.id.empty()) {
@@ -127,7 +148,7 @@ Result<ProviderOutcome> ProviderDecider::Register(const ProviderRequest& r, Prov
   }
   const std::string id = r.id.empty() ? DeterministicUuid("provider:" + r.request_id) : r.id;
   const std::string now = FormatRfc3339Millis(time_ms);
-  Provider created{id, r.spec, now, now, o.seq};
+  Provider created{id, r.spec, now, now, o.seq, OwnerOf(r.actor)};
   return Accept(std::move(o), OutcomeKind::kRegistered, std::move(created), batch);
 }
 
@@ -135,6 +156,7 @@ Result<ProviderOutcome> ProviderDecider::Update(const ProviderRequest& r, Provid
                                                 int64_t time_ms, StoreBatch& batch) {
   ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
   if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
+  if (!MayChange(r, *existing)) return NotOwner(std::move(o), r, *existing);
   if (r.spec.name != existing->spec.name) {
     ASSIGN_OR_RETURN(auto holder, ByName(r.spec.name, batch));
     if (holder) {
@@ -144,8 +166,9 @@ Result<ProviderOutcome> ProviderDecider::Update(const ProviderRequest& r, Provid
     }
   }
   Remove(*existing, batch);
-  Provider updated{existing->id, r.spec, existing->create_time, FormatRfc3339Millis(time_ms),
-                   o.seq};
+  Provider updated{
+      existing->id, r.spec,         existing->create_time, FormatRfc3339Millis(time_ms),
+      o.seq,        existing->owner};
   return Accept(std::move(o), OutcomeKind::kUpdated, std::move(updated), batch);
 }
 
@@ -154,6 +177,7 @@ Result<ProviderOutcome> ProviderDecider::ChangeId(const ProviderRequest& r, Prov
   ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
   if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
   o.attempted_name = existing->spec.name;
+  if (!MayChange(r, *existing)) return NotOwner(std::move(o), r, *existing);
   existing->seq = o.seq;
   if (r.new_id == r.id) {  // nothing to change: answer like an idempotent update
     return Accept(std::move(o), OutcomeKind::kUpdated, std::move(*existing), batch);
@@ -174,10 +198,16 @@ Result<ProviderOutcome> ProviderDecider::ChangeId(const ProviderRequest& r, Prov
 }
 
 Result<ProviderOutcome> ProviderDecider::Delete(const ProviderRequest& r, ProviderOutcome o,
-                                                StoreBatch& batch) {
+                                                const DecisionInputs& inputs, StoreBatch& batch) {
   ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
   if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
-  // Live instances (SPEC §3.1: 409 unless force) arrive with the instances projection.
+  o.attempted_name = existing->spec.name;
+  if (!MayChange(r, *existing)) return NotOwner(std::move(o), r, *existing);
+  if (!r.force && inputs.live_instances > 0) {
+    return Rejected(std::move(o), 409,
+                    "provider '" + r.id + "' hosts " + std::to_string(inputs.live_instances) +
+                        " live instances; use ?force=true");
+  }
   Remove(*existing, batch);
   o.kind = OutcomeKind::kDeleted;
   o.provider = std::move(*existing);

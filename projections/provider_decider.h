@@ -7,10 +7,17 @@
 //        dec/name/<name> -> id
 //        dec/req/<request_id> -> "" (each request decided once; the mock duplicates batches)
 //
-// Decide is deterministic: the outcome depends only on the state and the request (generated ids
-// derive from the request id; times from the request's timestamp). A registrar that crashes
-// after producing an outcome but before committing re-decides the same request identically, and
-// the duplicate outcome (same event id) is dropped by projections.
+// Decide is deterministic: the outcome depends only on the state, the request and its
+// DecisionInputs (generated ids derive from the request id; times from the request's timestamp).
+// A registrar that crashes after producing an outcome but before committing re-decides the same
+// request identically, and the duplicate outcome (same event id) is dropped by projections.
+//
+// Rules beyond SPEC §3.1's conflicts (SPEC §6: deciders enforce what HTTP enforces, so a request
+// produced straight to Kafka cannot bypass them):
+//   - ownership: a new provider is owned by the request's actor; an `owner_scoped` request
+//     (an SP with the dcm-provider role) may re-register, update, change the id of or delete
+//     only a provider it owns: else 403. Checked after 404, before any 409.
+//   - live instances: a deletion without `force` of a provider that hosts live instances: 409.
 //
 // Not thread-safe: one registrar thread owns it.
 #pragma once
@@ -21,6 +28,14 @@
 #include "projections/store.h"
 
 namespace dcm {
+
+// What a decision needs that is neither in the request nor in the decider's state. The registrar
+// reads it (from this instance's instance projection, or from the outcome already recorded for a
+// re-decided request) so that Decide itself stays a pure function.
+struct DecisionInputs {
+  // A deletion without force: the live instances the provider hosts.
+  int64_t live_instances = 0;
+};
 
 class ProviderDecider {
  public:
@@ -35,7 +50,7 @@ class ProviderDecider {
   // Decides `request` as decision number `seq` (its offset) at `time_ms` (its timestamp), and
   // stages the new state in `batch`.
   Result<ProviderOutcome> Decide(const ProviderRequest& request, int64_t seq, int64_t time_ms,
-                                 StoreBatch& batch);
+                                 StoreBatch& batch, const DecisionInputs& inputs = {});
 
   // A rejection for a request whose data failed validation (400, with the field errors).
   ProviderOutcome RejectInvalid(const std::string& request_id, RequestKind kind, const Error& error,
@@ -58,7 +73,8 @@ class ProviderDecider {
                                  StoreBatch& batch);
   Result<ProviderOutcome> ChangeId(const ProviderRequest& r, ProviderOutcome o, int64_t time_ms,
                                    StoreBatch& batch);
-  Result<ProviderOutcome> Delete(const ProviderRequest& r, ProviderOutcome o, StoreBatch& batch);
+  Result<ProviderOutcome> Delete(const ProviderRequest& r, ProviderOutcome o,
+                                 const DecisionInputs& inputs, StoreBatch& batch);
 
   Store* store_;
 };

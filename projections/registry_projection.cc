@@ -154,8 +154,12 @@ Result<ProviderPage> RegistryView::List(const ProviderFilter& filter, const std:
 }
 
 Result<bool> RegistryView::HasOutcome(const std::string& request_id) const {
-  ASSIGN_OR_RETURN(auto record, store_->Get(Key(kRequestKey, request_id)));
+  ASSIGN_OR_RETURN(auto record, OutcomeType(request_id));
   return record.has_value();
+}
+
+Result<std::optional<std::string>> RegistryView::OutcomeType(const std::string& request_id) const {
+  return store_->Get(Key(kRequestKey, request_id));
 }
 
 }  // namespace dcm

@@ -82,6 +82,8 @@ class RegistryView {
   Result<ProviderPage> List(const ProviderFilter& filter, const std::string& page_token,
                             size_t max_page_size) const;
   Result<bool> HasOutcome(const std::string& request_id) const;
+  // The type of the outcome applied for `request_id` ("dcm.provider.rejected", ...), if any.
+  Result<std::optional<std::string>> OutcomeType(const std::string& request_id) const;
 
  private:
   const Store* store_;

@@ -96,6 +96,8 @@ int RunServe(ServeFlags flags) {
   }
   if (auto status = ValidateConfig(config); !status) return Fail(status.error().message);
 
+  const ProviderRules provider_rules(config.service_types);
+
   // Kafka: the embedded mock in dev mode, else the given cluster.
   std::unique_ptr<MockCluster> mock;
   const auto topics = ProjectTopics(config);
@@ -251,7 +253,10 @@ int RunServe(ServeFlags flags) {
   registrar_options.dead_letter_topic = config.topics.DeadLetter();
   registrar_options.group_id = config.topics.prefix + "registrar";
   registrar_options.source = "dcm/registrar/" + config.instance_id;
-  registrar_options.service_types = config.service_types;
+  registrar_options.rules = provider_rules;
+  registrar_options.live_instances = [&instance_view](const std::string& provider_id) {
+    return instance_view.LiveInstances(provider_id);
+  };
   registrar_options.kafka = kafka;
   Registrar registrar(registrar_options, store->get(), &registry_view, producer->get(), &metrics,
                       &SystemClock::Instance());
@@ -275,7 +280,7 @@ int RunServe(ServeFlags flags) {
   http::ApiContext api{&registry_view,
                        &health_view,
                        &commands,
-                       &config.service_types,
+                       &provider_rules,
                        &SystemClock::Instance(),
                        "dcm/http/" + config.instance_id,
                        &instance_view,

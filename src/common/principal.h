@@ -42,6 +42,10 @@ struct Principal {
 
   bool Has(uint32_t role) const { return (roles & role) != 0; }
   bool IsAdmin() const { return Has(kRoleAdmin); }
+  // SPEC §6: an authenticated caller that is not an admin acts only on the providers it owns.
+  bool OwnerScoped() const {
+    return (via == Via::kToken || via == Via::kCertificate) && !IsAdmin();
+  }
 };
 
 }  // namespace dcm

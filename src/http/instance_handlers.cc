@@ -254,8 +254,10 @@ void SubmitOperation(const ApiContext& ctx, InstanceEvent request, OnCompleted o
       });
 }
 
-InstanceEvent NewOperation(Operation op, const std::string& root) {
+// An operation request on `root` by the caller of `request` (its `actor`, SPEC §6).
+InstanceEvent NewOperation(const HttpRequest& request, Operation op, const std::string& root) {
   InstanceEvent e;
+  e.actor = request.principal.subject;
   e.operation = OperationName(op);
   e.root = root;
   return e;
@@ -375,14 +377,15 @@ void CreateCatalogItemInstance(const HttpRequest& request, const ApiContext& ctx
   if (!id) return respond(std::move(error));
   auto body = BodyObject(request, &error);
   if (!body) return respond(std::move(error));
-  InstanceEvent r = NewOperation(Operation::kCreateCatalogItemInstance, *id);
+  InstanceEvent r = NewOperation(request, Operation::kCreateCatalogItemInstance, *id);
   std::vector<FieldError> errors;
   r.display_name = OptionalString(*body, {"display_name", "displayName"}, &errors);
   if (r.display_name.size() > kMaxDisplayNameLength) {
     errors.push_back(
         {"display_name", "must be at most " + std::to_string(kMaxDisplayNameLength) + " bytes"});
   }
-  ReadSpec(*body, ctx.service_types, &r.spec, &r.service_type, &errors);
+  ReadSpec(*body, ctx.provider_rules ? &ctx.provider_rules->service_types : nullptr, &r.spec,
+           &r.service_type, &errors);
   if (!errors.empty()) return respond(Invalid(std::move(errors)));
   // The body is not read past this point (view reads reuse the thread's JSON parser).
   auto existing = ctx.instances->GetCatalogItemInstance(*id);
@@ -417,22 +420,22 @@ void GetCatalogItemInstance(const HttpRequest&, const std::string& id, const Api
   respond(Json(200, std::move(*rendered)));
 }
 
-void DeleteCatalogItemInstance(const HttpRequest&, const std::string& id, const ApiContext& ctx,
-                               Respond respond) {
+void DeleteCatalogItemInstance(const HttpRequest& request, const std::string& id,
+                               const ApiContext& ctx, Respond respond) {
   auto cii = ctx.instances->GetCatalogItemInstance(id);
   if (!cii) return respond(ProblemFromError(cii.error()));
   if (!*cii) return respond(NotFound("catalog item instance", id));
-  InstanceEvent r = NewOperation(Operation::kDeleteCatalogItemInstance, id);
+  InstanceEvent r = NewOperation(request, Operation::kDeleteCatalogItemInstance, id);
   r.catalog_item_instance_id = id;
   SubmitOperation(ctx, std::move(r), RespondNoContent(), std::move(respond));
 }
 
-void RehydrateCatalogItemInstance(const HttpRequest&, const std::string& id, const ApiContext& ctx,
-                                  Respond respond) {
+void RehydrateCatalogItemInstance(const HttpRequest& request, const std::string& id,
+                                  const ApiContext& ctx, Respond respond) {
   auto cii = ctx.instances->GetCatalogItemInstance(id);
   if (!cii) return respond(ProblemFromError(cii.error()));
   if (!*cii) return respond(NotFound("catalog item instance", id));
-  InstanceEvent r = NewOperation(Operation::kRehydrateCatalogItemInstance, id);
+  InstanceEvent r = NewOperation(request, Operation::kRehydrateCatalogItemInstance, id);
   r.catalog_item_instance_id = id;
   r.new_resource_id = NewUuidV4();
   // The generation this rehydration replaces: the worker answers 409 if another rehydration
@@ -468,9 +471,10 @@ void CreateResource(const HttpRequest& request, const ApiContext& ctx, Respond r
   if (!id) return respond(std::move(error));
   auto body = BodyObject(request, &error);
   if (!body) return respond(std::move(error));
-  InstanceEvent r = NewOperation(Operation::kCreateResource, *id);
+  InstanceEvent r = NewOperation(request, Operation::kCreateResource, *id);
   std::vector<FieldError> errors;
-  ReadSpec(*body, ctx.service_types, &r.spec, &r.service_type, &errors);
+  ReadSpec(*body, ctx.provider_rules ? &ctx.provider_rules->service_types : nullptr, &r.spec,
+           &r.service_type, &errors);
   r.catalog_item_instance_id =
       OptionalString(*body, {"catalog_item_instance_id", "catalogItemInstanceId"}, &errors);
   if (!r.catalog_item_instance_id.empty()) {
@@ -507,12 +511,12 @@ void GetResource(const HttpRequest&, const std::string& id, const ApiContext& ct
   respond(Json(200, std::move(*rendered)));
 }
 
-void DeleteResource(const HttpRequest&, const std::string& id, const ApiContext& ctx,
+void DeleteResource(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                     Respond respond) {
   auto resource = ctx.instances->GetResource(id);
   if (!resource) return respond(ProblemFromError(resource.error()));
   if (!*resource) return respond(NotFound("resource", id));
-  InstanceEvent r = NewOperation(Operation::kDeleteResource, (*resource)->root);
+  InstanceEvent r = NewOperation(request, Operation::kDeleteResource, (*resource)->root);
   r.resource_id = id;
   SubmitOperation(ctx, std::move(r), RespondNoContent(), std::move(respond));
 }
@@ -548,7 +552,7 @@ void RehydrateResource(const HttpRequest& request, const std::string& id, const 
       return respond(Problem(409, "resource '" + new_id + "' already exists"));
     }
   }
-  InstanceEvent r = NewOperation(Operation::kRehydrateResource, (*resource)->root);
+  InstanceEvent r = NewOperation(request, Operation::kRehydrateResource, (*resource)->root);
   r.resource_id = id;
   r.new_resource_id = new_id;
   auto on_completed = [ctx, id, new_id](const InstanceEvent& completed) {
@@ -574,7 +578,7 @@ void CreateServiceTypeInstance(const HttpRequest& request, const ApiContext& ctx
   if (!id) return respond(std::move(error));
   auto body = BodyObject(request, &error);
   if (!body) return respond(std::move(error));
-  InstanceEvent r = NewOperation(Operation::kCreateServiceTypeInstance, *id);
+  InstanceEvent r = NewOperation(request, Operation::kCreateServiceTypeInstance, *id);
   std::vector<FieldError> errors;
   r.provider_name = OptionalString(*body, {"provider_name", "providerName"}, &errors);
   if (r.provider_name.empty() && errors.empty()) errors.push_back({"provider_name", "is required"});
@@ -629,7 +633,7 @@ void DeleteServiceTypeInstance(const HttpRequest& request, const std::string& id
   auto instance = ctx.instances->GetInstance(id);
   if (!instance) return respond(ProblemFromError(instance.error()));
   if (!*instance || (*instance)->deleted) return respond(NotFound("service-type instance", id));
-  InstanceEvent r = NewOperation(Operation::kDeleteServiceTypeInstance, (*instance)->root);
+  InstanceEvent r = NewOperation(request, Operation::kDeleteServiceTypeInstance, (*instance)->root);
   r.instance_id = id;
   r.deferred = *deferred;
   SubmitOperation(ctx, std::move(r), RespondNoContent(), std::move(respond));
@@ -655,7 +659,7 @@ void ListCleanupQueue(const HttpRequest& request, const ApiContext& ctx, Respond
       respond);
 }
 
-void RetryCleanup(const HttpRequest&, const std::string& instance_id, const ApiContext& ctx,
+void RetryCleanup(const HttpRequest& request, const std::string& instance_id, const ApiContext& ctx,
                   Respond respond) {
   auto record = ctx.instances->GetCleanup(instance_id);
   if (!record) return respond(ProblemFromError(record.error()));
@@ -664,7 +668,7 @@ void RetryCleanup(const HttpRequest&, const std::string& instance_id, const ApiC
     return respond(Problem(409, "cleanup record '" + instance_id + "' is " + (*record)->status +
                                     "; only FAILED records can be retried"));
   }
-  InstanceEvent r = NewOperation(Operation::kRetryCleanup, (*record)->root);
+  InstanceEvent r = NewOperation(request, Operation::kRetryCleanup, (*record)->root);
   r.instance_id = instance_id;
   auto on_completed = [ctx, instance_id, before = std::move(**record)](const InstanceEvent&) {
     auto after = ctx.instances->GetCleanup(instance_id);

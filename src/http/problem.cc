@@ -9,6 +9,10 @@ const char* Title(int status) {
   switch (status) {
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -38,6 +42,10 @@ const char* TypeSlug(int status) {
   switch (status) {
     case 400:
       return "urn:dcm:problem:invalid-request";
+    case 401:
+      return "urn:dcm:problem:unauthenticated";
+    case 403:
+      return "urn:dcm:problem:forbidden";
     case 404:
       return "urn:dcm:problem:not-found";
     case 405:

@@ -14,9 +14,10 @@ namespace dcm::http {
 namespace {
 
 // Records a request rejected at the edge as an outcome event (auditors see who tried).
-void RecordEdgeRejection(const ApiContext& ctx, RequestKind kind, const Error& error,
-                         const std::string& name, const std::string& id) {
+void RecordEdgeRejection(const ApiContext& ctx, const HttpRequest& request, RequestKind kind,
+                         const Error& error, const std::string& name, const std::string& id) {
   ProviderOutcome o;
+  o.actor = request.principal.subject;
   o.kind = OutcomeKind::kRejected;
   o.request_id = NewUuidV4();
   o.request_kind = kind;
@@ -61,8 +62,11 @@ HttpResponse RenderOutcome(const ApiContext& ctx, const ProviderOutcome& o) {
   return Problem(500, "unknown outcome");
 }
 
-// Sends `request` through the command bus and answers with its outcome.
-void SubmitAndRespond(const ApiContext& ctx, const ProviderRequest& request, Respond respond) {
+// Sends `request` through the command bus, as the caller of `http`, and answers with its outcome.
+void SubmitAndRespond(const ApiContext& ctx, const HttpRequest& http, ProviderRequest request,
+                      Respond respond) {
+  request.actor = http.principal.subject;
+  request.owner_scoped = http.principal.OwnerScoped();
   const CloudEvent event = EncodeProviderRequest(request, ctx.source, ctx.clock->NowMillis());
   ctx.commands->Submit(
       event, [ctx, respond = std::move(respond)](Result<CloudEvent> outcome_event) {
@@ -87,14 +91,14 @@ std::optional<ProviderSpec> SpecFromBody(const HttpRequest& request, const ApiCo
     respond(std::move(error));
     return std::nullopt;
   }
-  auto spec = ParseProviderSpec(*body, *ctx.service_types);
+  auto spec = ParseProviderSpec(*body, *ctx.provider_rules);
   if (!spec) {
     std::string name;
     if (body->is_object()) {
       std::string_view n;
       if (!(*body)["name"].get(n)) name = std::string(n.substr(0, 63));
     }
-    RecordEdgeRejection(ctx, kind, spec.error(), name, id);
+    RecordEdgeRejection(ctx, request, kind, spec.error(), name, id);
     respond(ProblemFromError(spec.error()));
     return std::nullopt;
   }
@@ -102,12 +106,12 @@ std::optional<ProviderSpec> SpecFromBody(const HttpRequest& request, const ApiCo
 }
 
 // Answers 400 (and records the rejection) unless `id` is a valid provider id.
-bool CheckId(const ApiContext& ctx, RequestKind kind, const std::string& id, const char* field,
-             Respond& respond) {
+bool CheckId(const ApiContext& ctx, const HttpRequest& request, RequestKind kind,
+             const std::string& id, const char* field, Respond& respond) {
   auto why = ValidateProviderId(id);
   if (why.empty()) return true;
   const Error error{ErrorCode::kInvalidArgument, std::string(field) + " " + why, {{field, why}}};
-  RecordEdgeRejection(ctx, kind, error, "", id.substr(0, 63));
+  RecordEdgeRejection(ctx, request, kind, error, "", id.substr(0, 63));
   respond(ProblemFromError(error));
   return false;
 }
@@ -146,6 +150,7 @@ std::string RenderProvider(const Provider& p, const HealthRecord* health,
   }
   w.EndObject();
   if (!status.empty()) w.Field("status", status);
+  if (!p.owner.empty()) w.Field("owner", p.owner);
   w.Field("create_time", p.create_time);
   w.Field("update_time", p.update_time);
   w.Field("path", "providers/" + p.id);
@@ -157,30 +162,30 @@ void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond
   ProviderRequest r;
   r.kind = RequestKind::kRegister;
   if (const auto* id = request.Query("id"); id && !id->empty()) {
-    if (!CheckId(ctx, r.kind, *id, "id", respond)) return;
+    if (!CheckId(ctx, request, r.kind, *id, "id", respond)) return;
     r.id = *id;
   }
   auto spec = SpecFromBody(request, ctx, r.kind, r.id, respond);
   if (!spec) return;
   r.spec = std::move(*spec);
-  SubmitAndRespond(ctx, r, std::move(respond));
+  SubmitAndRespond(ctx, request, std::move(r), std::move(respond));
 }
 
 void UpdateProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                     Respond respond) {
-  if (!CheckId(ctx, RequestKind::kUpdate, id, "id", respond)) return;
+  if (!CheckId(ctx, request, RequestKind::kUpdate, id, "id", respond)) return;
   ProviderRequest r;
   r.kind = RequestKind::kUpdate;
   r.id = id;
   auto spec = SpecFromBody(request, ctx, r.kind, r.id, respond);
   if (!spec) return;
   r.spec = std::move(*spec);
-  SubmitAndRespond(ctx, r, std::move(respond));
+  SubmitAndRespond(ctx, request, std::move(r), std::move(respond));
 }
 
 void ChangeProviderId(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                       Respond respond) {
-  if (!CheckId(ctx, RequestKind::kChangeId, id, "id", respond)) return;
+  if (!CheckId(ctx, request, RequestKind::kChangeId, id, "id", respond)) return;
   HttpResponse error;
   auto body = ParseBody(request, &error);
   if (!body) return respond(std::move(error));
@@ -189,7 +194,7 @@ void ChangeProviderId(const HttpRequest& request, const std::string& id, const A
   r.id = id;
   auto reject = [&](const std::string& message) {
     const Error e{ErrorCode::kInvalidArgument, "new_id " + message, {{"new_id", message}}};
-    RecordEdgeRejection(ctx, r.kind, e, "", id);
+    RecordEdgeRejection(ctx, request, r.kind, e, "", id);
     respond(ProblemFromError(e));
   };
   simdjson::dom::element value;
@@ -199,13 +204,13 @@ void ChangeProviderId(const HttpRequest& request, const std::string& id, const A
   std::string_view new_id;
   if (value.get(new_id)) return reject("must be a string");
   r.new_id = std::string(new_id);
-  if (!CheckId(ctx, r.kind, r.new_id, "new_id", respond)) return;
-  SubmitAndRespond(ctx, r, std::move(respond));
+  if (!CheckId(ctx, request, r.kind, r.new_id, "new_id", respond)) return;
+  SubmitAndRespond(ctx, request, std::move(r), std::move(respond));
 }
 
 void DeleteProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                     Respond respond) {
-  if (!CheckId(ctx, RequestKind::kDelete, id, "id", respond)) return;
+  if (!CheckId(ctx, request, RequestKind::kDelete, id, "id", respond)) return;
   ProviderRequest r;
   r.kind = RequestKind::kDelete;
   r.id = id;
@@ -219,7 +224,7 @@ void DeleteProvider(const HttpRequest& request, const std::string& id, const Api
                                       " live instances; use ?force=true"));
     }
   }
-  SubmitAndRespond(ctx, r, std::move(respond));
+  SubmitAndRespond(ctx, request, std::move(r), std::move(respond));
 }
 
 void GetProvider(const HttpRequest&, const std::string& id, const ApiContext& ctx,
@@ -274,7 +279,7 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
 void ListServiceTypes(const ApiContext& ctx, Respond respond) {
   JsonWriter w;
   w.BeginObject();
-  w.StringArray("service_types", *ctx.service_types);
+  w.StringArray("service_types", ctx.provider_rules->service_types);
   w.EndObject();
   respond(Json(200, w.Take()));
 }

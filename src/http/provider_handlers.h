@@ -23,7 +23,7 @@ struct ApiContext {
   const RegistryView* registry = nullptr;
   const HealthView* health = nullptr;  // null: every provider shows Pending
   CommandBus* commands = nullptr;
-  const std::vector<std::string>* service_types = nullptr;
+  const ProviderRules* provider_rules = nullptr;  // service types, endpoint host policy
   const Clock* clock = nullptr;
   std::string source = "dcm/http";  // `source` of the events this API emits
   // Instances (SPEC §3.3): the view, and the bus whose requests go to dcm.instance-requests

@@ -1,9 +1,11 @@
 #include "src/http/router.h"
 
-#include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
+#include <vector>
 
+#include "src/common/log.h"
 #include "src/http/audit_handlers.h"
 #include "src/http/instance_handlers.h"
 #include "src/http/problem.h"
@@ -11,8 +13,158 @@
 namespace dcm::http {
 namespace {
 
+struct Contexts {
+  ApiContext api;
+  OpsContext ops;
+  AccessContext access;
+};
+
+using RouteFn = void (*)(const Contexts&, const HttpRequest&, const std::string& id, Respond);
+
+struct Route {
+  std::string_view method;
+  std::string_view pattern;  // "{id}" stands for one non-empty path segment (or its prefix)
+  bool api;                  // under the API base path
+  bool instances;            // needs the instance view (without it the path is unknown: 404)
+  Access access;
+  RouteFn fn;
+};
+
+bool AsOf(const HttpRequest& r) { return r.Query("as_of") != nullptr; }
+
+// The route table: SPEC §3 paths, and who may call them (SPEC §6). A pattern with a suffix after
+// {id} (":changeId", "/history") comes before the plain "{id}" pattern of the same collection: the
+// first pattern matching a path is the one whose methods answer it.
+// clang-format off
+constexpr Route kRoutes[] = {
+    // Operations (SPEC §3.5).
+    {"GET", "/healthz", false, false, Access::kOpen,
+     [](const Contexts&, const HttpRequest&, const std::string&, Respond r) { r(Healthz()); }},
+    {"GET", "/readyz", false, false, Access::kOpen,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) { r(Readyz(c.ops)); }},
+    {"GET", "/metrics", false, false, Access::kMetrics,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       r(MetricsText(c.ops));
+     }},
+    {"GET", "/admin/info", false, false, Access::kAdmin,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) { r(Info(c.ops)); }},
+    {"GET", "/admin/projections", false, false, Access::kAdmin,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       r(Projections(c.ops));
+     }},
+    // Providers (SPEC §3.1) and their history and past states (SPEC §3.4).
+    {"GET", "/service-types", true, false, Access::kRead,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       ListServiceTypes(c.api, std::move(r));
+     }},
+    {"GET", "/events", true, false, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ListEvents(q, c.api, std::move(r));
+     }},
+    {"GET", "/providers", true, false, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       AsOf(q) ? ListProvidersAsOf(q, c.api, std::move(r)) : ListProviders(q, c.api, std::move(r));
+     }},
+    {"POST", "/providers", true, false, Access::kRegister,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       RegisterProvider(q, c.api, std::move(r));
+     }},
+    {"GET", "/providers/{id}/history", true, false, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       EntityHistory(q, "provider", id, c.api, std::move(r));
+     }},
+    {"POST", "/providers/{id}:changeId", true, false, Access::kOwnProvider,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       ChangeProviderId(q, id, c.api, std::move(r));
+     }},
+    {"GET", "/providers/{id}", true, false, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       AsOf(q) ? GetProviderAsOf(q, id, c.api, std::move(r))
+               : GetProvider(q, id, c.api, std::move(r));
+     }},
+    {"PUT", "/providers/{id}", true, false, Access::kOwnProvider,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       UpdateProvider(q, id, c.api, std::move(r));
+     }},
+    {"DELETE", "/providers/{id}", true, false, Access::kDeleteProvider,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       DeleteProvider(q, id, c.api, std::move(r));
+     }},
+    // Instances (SPEC §3.3).
+    {"GET", "/catalog-item-instances/{id}/history", true, false, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       EntityHistory(q, "catalog item instance", id, c.api, std::move(r));
+     }},
+    {"GET", "/catalog-item-instances", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ListCatalogItemInstances(q, c.api, std::move(r));
+     }},
+    {"POST", "/catalog-item-instances", true, true, Access::kInstances,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       CreateCatalogItemInstance(q, c.api, std::move(r));
+     }},
+    {"POST", "/catalog-item-instances/{id}:rehydrate", true, true, Access::kInstances,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       RehydrateCatalogItemInstance(q, id, c.api, std::move(r));
+     }},
+    {"GET", "/catalog-item-instances/{id}", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       AsOf(q) ? GetCatalogItemInstanceAsOf(q, id, c.api, std::move(r))
+               : GetCatalogItemInstance(q, id, c.api, std::move(r));
+     }},
+    {"DELETE", "/catalog-item-instances/{id}", true, true, Access::kInstances,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       DeleteCatalogItemInstance(q, id, c.api, std::move(r));
+     }},
+    {"GET", "/resources", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ListResources(q, c.api, std::move(r));
+     }},
+    {"POST", "/resources", true, true, Access::kInstances,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       CreateResource(q, c.api, std::move(r));
+     }},
+    {"POST", "/resources/{id}:rehydrate", true, true, Access::kInstances,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       RehydrateResource(q, id, c.api, std::move(r));
+     }},
+    {"GET", "/resources/{id}", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       GetResource(q, id, c.api, std::move(r));
+     }},
+    {"DELETE", "/resources/{id}", true, true, Access::kInstances,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       DeleteResource(q, id, c.api, std::move(r));
+     }},
+    {"GET", "/service-type-instances", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ListServiceTypeInstances(q, c.api, std::move(r));
+     }},
+    {"POST", "/service-type-instances", true, true, Access::kAdmin,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       CreateServiceTypeInstance(q, c.api, std::move(r));
+     }},
+    {"GET", "/service-type-instances/{id}", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       GetServiceTypeInstance(q, id, c.api, std::move(r));
+     }},
+    {"DELETE", "/service-type-instances/{id}", true, true, Access::kAdmin,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       DeleteServiceTypeInstance(q, id, c.api, std::move(r));
+     }},
+    {"GET", "/cleanup-queue", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ListCleanupQueue(q, c.api, std::move(r));
+     }},
+    {"POST", "/cleanup-queue/{id}:retry", true, true, Access::kAdmin,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       RetryCleanup(q, id, c.api, std::move(r));
+     }},
+};
+// clang-format on
+
 // Strips the API base (or its alias) from `path`; nullopt if the path is not under it.
-std::optional<std::string> ApiPath(const std::string& path) {
+std::optional<std::string_view> ApiPath(std::string_view path) {
   for (std::string_view base : {kApiBase, kApiAlias}) {
     if (path.starts_with(base) && (path.size() == base.size() || path[base.size()] == '/')) {
       return path.substr(base.size());
@@ -21,196 +173,222 @@ std::optional<std::string> ApiPath(const std::string& path) {
   return std::nullopt;
 }
 
-HttpResponse MethodNotAllowed(const char* allow) {
-  HttpResponse r = Problem(405, std::string("allowed methods: ") + allow);
+// Whether `path` matches `pattern`; `*id` gets what "{id}" stood for.
+bool Matches(std::string_view pattern, std::string_view path, std::string* id) {
+  const size_t hole = pattern.find("{id}");
+  if (hole == std::string_view::npos) return path == pattern;
+  const std::string_view prefix = pattern.substr(0, hole);
+  const std::string_view suffix = pattern.substr(hole + 4);
+  if (path.size() <= prefix.size() + suffix.size() || !path.starts_with(prefix) ||
+      !path.ends_with(suffix)) {
+    return false;
+  }
+  const std::string_view middle =
+      path.substr(prefix.size(), path.size() - prefix.size() - suffix.size());
+  if (middle.find('/') != std::string_view::npos) return false;
+  id->assign(middle);
+  return true;
+}
+
+HttpResponse MethodNotAllowed(const std::string& allow) {
+  HttpResponse r = Problem(405, "allowed methods: " + allow);
   r.headers.emplace_back("Allow", allow);
   return r;
 }
 
-using CollectionHandler = void (*)(const HttpRequest&, const ApiContext&, Respond);
-using ItemHandler = void (*)(const HttpRequest&, const std::string&, const ApiContext&, Respond);
+// The header value's quoted-string form: no quotes, backslashes or control characters.
+std::string QuotedSafe(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(c == '"' || c == '\\' || u < 0x20 || u == 0x7f ? '\'' : c);
+  }
+  return out;
+}
 
-// An instance API collection (SPEC §3.3): `/name` (list, create), `/name/{id}` (get, delete)
-// and `/name/{id}:action` (POST). A null handler is a method the collection does not have.
-struct Collection {
-  std::string_view path;  // "/catalog-item-instances"
-  const char* collection_allow;
-  CollectionHandler list;
-  CollectionHandler create;
-  const char* item_allow;  // nullptr: no item routes (only the action)
-  ItemHandler get;
-  ItemHandler remove;
-  std::string_view action;  // ":rehydrate"; empty: none
-  ItemHandler act;
-};
+bool ForceRequested(const HttpRequest& req) {
+  const auto* force = req.Query("force");
+  return force && (*force == "true" || *force == "1");
+}
 
-constexpr Collection kInstanceCollections[] = {
-    {"/catalog-item-instances", "GET, POST", ListCatalogItemInstances, CreateCatalogItemInstance,
-     "GET, DELETE", GetCatalogItemInstance, DeleteCatalogItemInstance, ":rehydrate",
-     RehydrateCatalogItemInstance},
-    {"/resources", "GET, POST", ListResources, CreateResource, "GET, DELETE", GetResource,
-     DeleteResource, ":rehydrate", RehydrateResource},
-    {"/service-type-instances", "GET, POST", ListServiceTypeInstances, CreateServiceTypeInstance,
-     "GET, DELETE", GetServiceTypeInstance, DeleteServiceTypeInstance, "", nullptr},
-    {"/cleanup-queue", "GET", ListCleanupQueue, nullptr, nullptr, nullptr, nullptr, ":retry",
-     RetryCleanup},
-};
+constexpr uint32_t kAnyRole = kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin;
 
-struct Routes {
-  ApiContext api;
-  OpsContext ops;
+uint32_t RolesFor(Access access, bool force) {
+  switch (access) {
+    case Access::kOpen:
+      return ~0u;
+    case Access::kMetrics:
+    case Access::kRead:
+      return kAnyRole;
+    case Access::kRegister:
+    case Access::kOwnProvider:
+      return kRoleProvider | kRoleAdmin;
+    case Access::kDeleteProvider:
+      return force ? kRoleAdmin : kRoleProvider | kRoleAdmin;
+    case Access::kInstances:
+      return kRoleUser | kRoleAdmin;
+    case Access::kAdmin:
+      return kRoleAdmin;
+  }
+  return kRoleAdmin;
+}
 
-  // The operations endpoints (GET only), or nullopt for any other path.
-  std::optional<HttpResponse> Operations(const HttpRequest& req) const {
-    static const std::map<std::string, HttpResponse (*)(const OpsContext&)> kEndpoints = {
-        {"/healthz", [](const OpsContext&) { return Healthz(); }},
-        {"/readyz", Readyz},
-        {"/metrics", MetricsText},
-        {"/admin/info", Info},
-        {"/admin/projections", Projections},
-    };
-    auto it = kEndpoints.find(req.path);
-    if (it == kEndpoints.end()) return std::nullopt;
-    if (req.method != "GET" && req.method != "HEAD") return MethodNotAllowed("GET");
-    return it->second(ops);
+std::string DescribeRoles(uint32_t roles) {
+  std::vector<std::string_view> names;
+  for (auto [bit, name] :
+       {std::pair{kRoleReader, kRoleReaderName}, std::pair{kRoleProvider, kRoleProviderName},
+        std::pair{kRoleUser, kRoleUserName}, std::pair{kRoleAdmin, kRoleAdminName}}) {
+    if ((roles & bit) != 0) names.push_back(name);
+  }
+  if (names.size() == 1) return "the role " + std::string(names.front());
+  std::string out = "one of ";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + std::string(names[i]);
+  return out;
+}
+
+class Router {
+ public:
+  explicit Router(Contexts c) : c_(std::move(c)) {}
+
+  void Dispatch(HttpRequest req, Respond respond) const {
+    std::string id;
+    const Route* route = nullptr;
+    std::string allow;  // methods of the matched pattern, for a 405
+    const std::optional<std::string_view> api_path = ApiPath(req.path);
+    std::string_view matched_pattern;
+    for (const Route& r : kRoutes) {
+      if (r.api != api_path.has_value() || (r.instances && !c_.api.instances)) continue;
+      if (!matched_pattern.empty() && r.pattern != matched_pattern) continue;
+      if (!Matches(r.pattern, r.api ? *api_path : std::string_view(req.path), &id)) continue;
+      matched_pattern = r.pattern;
+      allow += (allow.empty() ? "" : ", ") + std::string(r.method);
+      const bool head = req.method == "HEAD" && !r.api && r.method == "GET";
+      if (!route && (req.method == r.method || head)) route = &r;
+    }
+    const Access access = route ? route->access : Access::kRead;
+    if (access != Access::kOpen && !(access == Access::kMetrics && c_.access.metrics_public)) {
+      auto principal = Authenticate(req);
+      if (!principal) return respond(Unauthenticated(req, principal.error()));
+      req.principal = std::move(*principal);
+    }
+    if (matched_pattern.empty()) return respond(Problem(404, "no such resource: " + req.path));
+    if (!route) return respond(MethodNotAllowed(allow));
+    if (auto denied = Authorize(*route, req, id)) return respond(std::move(*denied));
+    route->fn(c_, req, id, std::move(respond));
   }
 
-  void Dispatch(const HttpRequest& req, Respond respond) const {
-    const std::string& m = req.method;
-    if (auto ops_response = Operations(req)) return respond(std::move(*ops_response));
-    auto path = ApiPath(req.path);
-    if (!path) return respond(Problem(404, "no such resource: " + req.path));
-    if (*path == "/service-types") {
-      if (m != "GET") return respond(MethodNotAllowed("GET"));
-      return ListServiceTypes(api, std::move(respond));
-    }
-    if (*path == "/events") {
-      if (m != "GET") return respond(MethodNotAllowed("GET"));
-      return ListEvents(req, api, std::move(respond));
-    }
-    if (AuditRoute(req, *path, respond)) return;
-    if (*path == "/providers") {
-      if (m == "GET") return ListProviders(req, api, std::move(respond));
-      if (m == "POST") return RegisterProvider(req, api, std::move(respond));
-      return respond(MethodNotAllowed("GET, POST"));
-    }
-    constexpr std::string_view kProviders = "/providers/";
-    if (path->starts_with(kProviders)) {
-      std::string id = path->substr(kProviders.size());
-      if (id.empty() || id.find('/') != std::string::npos) {
-        return respond(Problem(404, "no such resource: " + req.path));
-      }
-      constexpr std::string_view kChangeId = ":changeId";
-      if (id.ends_with(kChangeId)) {
-        id.resize(id.size() - kChangeId.size());
-        if (m != "POST") return respond(MethodNotAllowed("POST"));
-        return ChangeProviderId(req, id, api, std::move(respond));
-      }
-      if (m == "GET") return GetProvider(req, id, api, std::move(respond));
-      if (m == "PUT") return UpdateProvider(req, id, api, std::move(respond));
-      if (m == "DELETE") return DeleteProvider(req, id, api, std::move(respond));
-      return respond(MethodNotAllowed("GET, PUT, DELETE"));
-    }
-    if (InstanceRoute(req, *path, respond)) return;
-    respond(Problem(404, "no such resource: " + req.path));
+ private:
+  tl::expected<Principal, AuthFailure> Authenticate(const HttpRequest& req) const {
+    if (!c_.access.authenticator) return AnonymousPrincipal();
+    const std::string* header = req.Header("authorization");
+    return c_.access.authenticator->Authenticate(header ? BearerToken(*header) : "",
+                                                 req.peer_subject);
   }
 
-  // History (`/{collection}/{id}/history`) and time travel (`?as_of=` on a GET) of providers and
-  // catalog item instances (SPEC §3.4); false: not one of these.
-  bool AuditRoute(const HttpRequest& req, const std::string& path, Respond& respond) const {
-    static constexpr std::pair<std::string_view, std::string_view> kEntities[] = {
-        {"/providers", "provider"}, {"/catalog-item-instances", "catalog item instance"}};
-    constexpr std::string_view kHistory = "/history";
-    const bool as_of = req.method == "GET" && req.Query("as_of");
-    for (const auto& [collection, kind] : kEntities) {
-      if (!path.starts_with(collection)) continue;
-      std::string_view rest = std::string_view(path).substr(collection.size());
-      if (rest.empty()) {
-        if (!as_of || kind != "provider") return false;
-        ListProvidersAsOf(req, api, std::move(respond));
-        return true;
-      }
-      if (rest.front() != '/') return false;
-      rest.remove_prefix(1);
-      const bool history = rest.ends_with(kHistory) && rest.size() > kHistory.size();
-      if (history) rest.remove_suffix(kHistory.size());
-      if (rest.empty() || rest.find('/') != std::string_view::npos || (!history && !as_of)) {
-        return false;
-      }
-      const std::string id(rest);
-      if (history) {
-        if (req.method != "GET") {
-          respond(MethodNotAllowed("GET"));
-        } else {
-          EntityHistory(req, std::string(kind), id, api, std::move(respond));
-        }
-      } else if (kind == "provider") {
-        GetProviderAsOf(req, id, api, std::move(respond));
-      } else {
-        GetCatalogItemInstanceAsOf(req, id, api, std::move(respond));
-      }
-      return true;
+  HttpResponse Unauthenticated(const HttpRequest& req, const AuthFailure& failure) const {
+    Count("401", failure.token_given ? "invalid_token" : "no_credentials");
+    Logger("auth")->info("msg=\"unauthenticated\" method={} path=\"{}\" reason=\"{}\"", req.method,
+                         req.path.substr(0, 200), failure.reason);
+    HttpResponse r = Problem(401, failure.reason);
+    std::string challenge = "Bearer realm=\"dcm\"";
+    if (failure.token_given) {
+      challenge +=
+          ", error=\"invalid_token\", error_description=\"" + QuotedSafe(failure.reason) + "\"";
     }
-    return false;
+    r.headers.emplace_back("WWW-Authenticate", std::move(challenge));
+    return r;
   }
 
-  // Dispatches the instance API (false: not one of its paths). Without an instance view, every
-  // instance path answers 404.
-  bool InstanceRoute(const HttpRequest& req, const std::string& path, Respond& respond) const {
-    const std::string& m = req.method;
-    for (const Collection& c : kInstanceCollections) {
-      if (!path.starts_with(c.path)) continue;
-      const std::string_view rest = std::string_view(path).substr(c.path.size());
-      if (!rest.empty() && rest.front() != '/') continue;
-      if (!api.instances) {
-        respond(Problem(404, "no such resource: " + req.path));
-        return true;
-      }
-      if (rest.empty()) {
-        if (m == "GET" && c.list) {
-          c.list(req, api, std::move(respond));
-        } else if (m == "POST" && c.create) {
-          c.create(req, api, std::move(respond));
-        } else {
-          respond(MethodNotAllowed(c.collection_allow));
-        }
-        return true;
-      }
-      std::string id(rest.substr(1));
-      if (id.empty() || id.find('/') != std::string::npos) {
-        respond(Problem(404, "no such resource: " + req.path));
-        return true;
-      }
-      if (!c.action.empty() && id.ends_with(c.action) && id.size() > c.action.size()) {
-        id.resize(id.size() - c.action.size());
-        if (m != "POST") {
-          respond(MethodNotAllowed("POST"));
-        } else {
-          c.act(req, id, api, std::move(respond));
-        }
-        return true;
-      }
-      if (!c.item_allow) {
-        respond(Problem(404, "no such resource: " + req.path));
-      } else if (m == "GET") {
-        c.get(req, id, api, std::move(respond));
-      } else if (m == "DELETE") {
-        c.remove(req, id, api, std::move(respond));
-      } else {
-        respond(MethodNotAllowed(c.item_allow));
-      }
-      return true;
+  // A 403 when the caller may not make this call, else nullopt (SPEC §6).
+  std::optional<HttpResponse> Authorize(const Route& route, const HttpRequest& req,
+                                        const std::string& id) const {
+    const Principal& who = req.principal;
+    if (route.access == Access::kOpen ||
+        (route.access == Access::kMetrics && c_.access.metrics_public)) {
+      return std::nullopt;
     }
-    return false;
+    const uint32_t needed = RolesFor(route.access, ForceRequested(req));
+    if ((who.roles & needed) == 0) {
+      return Forbidden(req, "role", "this call needs " + DescribeRoles(needed));
+    }
+    const bool owner_checked =
+        route.access == Access::kOwnProvider || route.access == Access::kDeleteProvider;
+    if (owner_checked && who.OwnerScoped() && c_.api.registry) {
+      // The registrar decides again (a Kafka request, or a provider registered just now); this
+      // spares an event for the common case. An unknown id goes on to its 404.
+      auto provider = c_.api.registry->Get(id);
+      if (provider && *provider && (*provider)->owner != who.subject) {
+        return Forbidden(req, "owner",
+                         "provider '" + id + "' is not owned by '" + who.subject + "'");
+      }
+    }
+    return std::nullopt;
   }
+
+  HttpResponse Forbidden(const HttpRequest& req, const char* reason,
+                         const std::string& detail) const {
+    Count("403", reason);
+    Logger("auth")->info("msg=\"forbidden\" subject=\"{}\" method={} path=\"{}\" reason=\"{}\"",
+                         req.principal.subject, req.method, req.path.substr(0, 200), detail);
+    return Problem(403, detail);
+  }
+
+  void Count(const char* status, const char* reason) const {
+    if (!c_.access.metrics) return;
+    c_.access.metrics
+        ->GetCounter("dcm_http_auth_denied_total",
+                     "Requests refused at the trust boundary (401, 403), by reason",
+                     std::string("status=\"") + status + "\",reason=\"" + reason + "\"")
+        .Inc();
+  }
+
+  Contexts c_;
 };
 
 }  // namespace
 
-Handler MakeRouter(ApiContext api, OpsContext ops) {
-  auto routes = std::make_shared<Routes>(Routes{std::move(api), std::move(ops)});
-  return [routes](HttpRequest request, Respond respond) {
-    routes->Dispatch(request, std::move(respond));
+Principal AnonymousPrincipal() {
+  return Principal{Principal::Via::kDisabled, std::string(kAnonymousActor),
+                   kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin};
+}
+
+std::string_view BearerToken(std::string_view header) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() <= kScheme.size()) return {};
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    const char c = header[i];
+    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return {};
+  }
+  std::string_view token = header.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  return token;
+}
+
+std::string DescribeAccess(Access access) {
+  if (access == Access::kOpen) return "no credentials";
+  std::string out = DescribeRoles(RolesFor(access, false));
+  if (access == Access::kMetrics) out += " (none with METRICS_PUBLIC=true)";
+  if (access == Access::kOwnProvider || access == Access::kDeleteProvider) {
+    out += " (dcm-provider: only the providers it owns)";
+  }
+  if (access == Access::kDeleteProvider) out += "; ?force=true: dcm-admin";
+  return out;
+}
+
+std::vector<RouteInfo> RouteTable() {
+  std::vector<RouteInfo> out;
+  for (const Route& r : kRoutes) {
+    out.push_back({std::string(r.method), std::string(r.pattern), r.api, r.access});
+  }
+  return out;
+}
+
+Handler MakeRouter(ApiContext api, OpsContext ops, AccessContext access) {
+  auto router =
+      std::make_shared<Router>(Contexts{std::move(api), std::move(ops), std::move(access)});
+  return [router](HttpRequest request, Respond respond) {
+    router->Dispatch(std::move(request), std::move(respond));
   };
 }
 

@@ -28,8 +28,8 @@ ProviderSpec SampleSpec() {
 }
 
 Provider SampleProvider(std::string id, int64_t seq) {
-  return Provider{std::move(id), SampleSpec(), "2026-01-01T00:00:00.000Z",
-                  "2026-01-01T00:01:00.000Z", seq};
+  return Provider{
+      std::move(id), SampleSpec(), "2026-01-01T00:00:00.000Z", "2026-01-01T00:01:00.000Z", seq, ""};
 }
 
 void ExpectSameRequest(const ProviderRequest& a, const ProviderRequest& b) {

@@ -274,7 +274,7 @@ TEST(ParseProviderSpecTest, IgnoresAndDoesNotStoreUnknownFields) {
                            {"nested", R"({"deep":{"x":[1,2,3]}})"}}));
   ASSERT_TRUE(extra.has_value()) << extra.error().message;
   EXPECT_EQ(*extra, *plain);
-  const std::string stored = EncodeProvider(Provider{"p1", *extra, "t", "t", 1});
+  const std::string stored = EncodeProvider(Provider{"p1", *extra, "t", "t", 1, ""});
   for (const char* word : {"color", "blue", "caller-chosen", "health_status", "nested"}) {
     EXPECT_EQ(stored.find(word), std::string::npos) << word << " in " << stored;
   }

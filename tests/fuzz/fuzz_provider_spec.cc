@@ -68,8 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   dcm::fuzz::CheckInvariants(*spec);
-  const dcm::Provider provider{"p-1", *spec, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z",
-                               1};
+  const dcm::Provider provider{
+      "p-1", *spec, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z", 1, "sp-owner"};
   auto stored = dcm::DecodeProvider(dcm::EncodeProvider(provider));
   FUZZ_CHECK(stored.has_value());
   FUZZ_CHECK(*stored == provider);

@@ -181,9 +181,9 @@ class HandlersTest : public ::testing::Test {
     ops.info.kafka_bootstrap_servers = "broker-1:9092,broker-2:9092";
     ops.info.topics = {"dcm.provider-requests", "dcm.providers"};
     ops.info.components = {"api", "registrar"};
-    router_ = MakeRouter(ApiContext{view_.get(), health_view_.get(), bus_.get(), &service_types_,
-                                    &clock_, "dcm/http/test"},
-                         std::move(ops));
+    router_ = MakeRouter(
+        ApiContext{view_.get(), health_view_.get(), bus_.get(), &rules_, &clock_, "dcm/http/test"},
+        std::move(ops));
   }
 
   HttpResponse Call(const std::string& method, const std::string& target,
@@ -274,6 +274,7 @@ class HandlersTest : public ::testing::Test {
   }
 
   std::vector<std::string> service_types_{"vm", "container", "database"};
+  ProviderRules rules_{service_types_};
   FakeClock clock_;
   Metrics metrics_;
   Counter* requests_ = nullptr;
@@ -848,8 +849,7 @@ class AuditHandlersTest : public HandlersTest {
   void SetUp() override {
     HandlersTest::SetUp();
     audit_view_ = std::make_unique<AuditView>(store_.get());
-    ApiContext api{view_.get(), health_view_.get(), bus_.get(), &service_types_,
-                   &clock_,     "dcm/http/test"};
+    ApiContext api{view_.get(), health_view_.get(), bus_.get(), &rules_, &clock_, "dcm/http/test"};
     api.audit = audit_view_.get();
     api.fold_topics = FoldTopics{"dcm.providers", "dcm.health", "dcm.instances", "dcm.status"};
     router_ = MakeRouter(api, OpsContext{});

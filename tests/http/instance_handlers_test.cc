@@ -385,7 +385,7 @@ class InstanceHandlersTest : public ::testing::Test {
     ApiContext api;
     api.registry = registry_.get();
     api.commands = provider_bus_.get();
-    api.service_types = &service_types_;
+    api.provider_rules = &rules_;
     api.clock = &clock_;
     api.source = "dcm/http/test";
     api.instances = instances_.get();
@@ -503,6 +503,7 @@ class InstanceHandlersTest : public ::testing::Test {
   }
 
   std::vector<std::string> service_types_{"vm", "container", "database"};
+  ProviderRules rules_{service_types_};
   FakeClock clock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<RegistryView> registry_;

@@ -330,7 +330,7 @@ struct Instance {
     ro.dead_letter_topic = env.config.topics.DeadLetter();
     ro.group_id = env.config.topics.prefix + "registrar";
     ro.source = "dcm/registrar/" + name;
-    ro.service_types = kTypes;
+    ro.rules = ProviderRules(kTypes);
     ro.kafka = env.kafka;
     registrar = std::make_unique<Registrar>(ro, store.get(), registry_view.get(), producer.get(),
                                             &metrics, &SystemClock::Instance());

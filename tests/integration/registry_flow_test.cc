@@ -40,7 +40,7 @@ struct Instance {
     ro.outcomes_topic = env.config.topics.Providers();
     ro.dead_letter_topic = env.config.topics.DeadLetter();
     ro.group_id = env.config.topics.prefix + "registrar";
-    ro.service_types = kTypes;
+    ro.rules = ProviderRules(kTypes);
     ro.kafka = env.kafka;
     registrar = std::make_unique<Registrar>(ro, store.get(), view.get(), producer.get(), &metrics,
                                             &SystemClock::Instance());
