@@ -41,7 +41,9 @@ constexpr Route kRoutes[] = {
     {"GET", "/healthz", false, false, Access::kOpen,
      [](const Contexts&, const HttpRequest&, const std::string&, Respond r) { r(Healthz()); }},
     {"GET", "/readyz", false, false, Access::kOpen,
-     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) { r(Readyz(c.ops)); }},
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       r(Readyz(c.ops));
+     }},
     {"GET", "/metrics", false, false, Access::kMetrics,
      [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
        r(MetricsText(c.ops));
