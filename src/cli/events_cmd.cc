@@ -189,37 +189,41 @@ std::string Cell(std::string text) {
 }
 
 struct TableRow {
-  std::string time, type, subject, summary;
+  std::string time, type, subject, actor, summary;
 };
 
 TableRow RowOf(const ReadEvent& e) {
   return {FormatRfc3339Millis(e.time_ms), Cell(e.event.type), Cell(e.event.subject),
-          SummarizeEvent(e.event)};
+          Cell(e.event.actor.empty() ? "-" : e.event.actor), SummarizeEvent(e.event)};
 }
 
-// Columns TIME, TYPE, SUBJECT, SUMMARY separated by two spaces. TYPE and SUBJECT are padded to
-// their widths; a longer value is printed whole (that row's alignment gives). The last column
-// is never padded, so no line ends in spaces.
+// Columns TIME, TYPE, SUBJECT, ACTOR, SUMMARY separated by two spaces. TYPE, SUBJECT and ACTOR
+// are padded to their widths; a longer value is printed whole (that row's alignment gives). The
+// last column is never padded, so no line ends in spaces. ACTOR is "-" for events from before
+// the actor attribute.
 class TableWriter {
  public:
-  TableWriter(size_t type_width, size_t subject_width)
-      : type_width_(type_width), subject_width_(subject_width) {}
+  TableWriter(size_t type_width, size_t subject_width, size_t actor_width)
+      : type_width_(type_width), subject_width_(subject_width), actor_width_(actor_width) {}
 
-  // Widths from the rows themselves (header included), the subject capped at a UUID's 36.
+  // Widths from the rows themselves (header included), the subject capped at a UUID's 36 and
+  // the actor at 24.
   static TableWriter Fitting(const std::vector<TableRow>& rows) {
-    size_t type = 4, subject = 7;
+    size_t type = 4, subject = 7, actor = 5;
     for (const auto& r : rows) {
       type = std::max(type, Width(r.type));
       subject = std::max(subject, std::min<size_t>(Width(r.subject), 36));
+      actor = std::max(actor, std::min<size_t>(Width(r.actor), 24));
     }
-    return TableWriter(type, subject);
+    return TableWriter(type, subject, actor);
   }
 
-  std::string Header() const { return Line({"TIME", "TYPE", "SUBJECT", "SUMMARY"}); }
+  std::string Header() const { return Line({"TIME", "TYPE", "SUBJECT", "ACTOR", "SUMMARY"}); }
 
   std::string Line(const TableRow& r) const {
     std::string out = Pad(r.time, 24) + "  " + Pad(r.type, type_width_) + "  " +
-                      Pad(r.subject, subject_width_) + "  " + r.summary;
+                      Pad(r.subject, subject_width_) + "  " + Pad(r.actor, actor_width_) + "  " +
+                      r.summary;
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out + "\n";
   }
@@ -231,6 +235,7 @@ class TableWriter {
   }
   size_t type_width_;
   size_t subject_width_;
+  size_t actor_width_;
 };
 
 // The record as stored, on one line: minified only if it is not already (a record produced by
@@ -297,8 +302,8 @@ Status ReadFollowing(EventReader& reader, bool table, const std::function<int()>
     wait_signal();
     reader.Stop();
   });
-  // The longest event type (dcm.service_type_instance.create_failed) and a UUID.
-  const TableWriter writer(39, 36);
+  // The longest event type (dcm.service_type_instance.create_failed), a UUID, a short actor.
+  const TableWriter writer(39, 36, 16);
   if (table) Write(writer.Header());
   fflush(stdout);
   Status status = reader.Run([&](ReadEvent e) {

@@ -133,6 +133,7 @@ void EntityHistory(const HttpRequest& request, const std::string& kind, const st
     w.Field("type", event->type);
     w.Field("subject", event->subject);
     w.Field("source", event->source);
+    if (!event->actor.empty()) w.Field("actor", event->actor);
     w.Field("summary", SummarizeEvent(*event));
     w.Field("id", event->id);
     w.Field("topic", entry.topic);

@@ -78,7 +78,7 @@ def run(args):
                      "--kafka-brokers", bootstrap, "--fetch-wait-max-ms", args.fetch_wait_max_ms,
                      "--session-timeout-ms", "4000", "--instance-id", "bench",
                      "--health-check-interval", args.interval, "--health-check-timeout",
-                     args.timeout, "--log-level", "warn"], "serve")
+                     args.timeout, "--log-level", "warn"], "serve", harness.SERVE_ENV)
     line = serve.read_line()
     url = line.split("listening on ")[1].strip()
     client = Client(url)

@@ -145,11 +145,11 @@ class Cluster:
         self.instances = []
         self.dirs = []
 
-    def serve(self, data_dir=None, name="serve", extra=()):
+    def serve(self, data_dir=None, name="serve", extra=(), env=None):
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="dcm-e2e-")
             self.dirs.append(data_dir)
-        inst = Instance(self, data_dir, name, extra)
+        inst = Instance(self, data_dir, name, extra, env)
         self.instances.append(inst)
         return inst
 
@@ -162,8 +162,13 @@ class Cluster:
             shutil.rmtree(d, ignore_errors=True)
 
 
+# How the checks from outside start `dcm serve` unless they test these settings (SPEC §6): no
+# authentication, and loopback SPs allowed by the outbound policy.
+SERVE_ENV = {"AUTH_DISABLED": "true", "OUTBOUND_ALLOW_CIDRS": "127.0.0.0/8"}
+
+
 class Instance:
-    def __init__(self, cluster, data_dir, name, extra=()):
+    def __init__(self, cluster, data_dir, name, extra=(), env=None):
         self.cluster, self.data_dir, self.name = cluster, data_dir, name
         args = [DCM_BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
                 "--kafka-brokers", cluster.bootstrap, "--topic-prefix", cluster.prefix,
@@ -171,7 +176,7 @@ class Instance:
                 "--http-threads", "1", "--instance-id", name, *extra]
         if not cluster.external:
             args += ["--fetch-wait-max-ms", "10"]
-        self.proc = Process(args, name)
+        self.proc = Process(args, name, {**SERVE_ENV, **(env or {})})
         line = self.proc.read_line()
         assert "listening on " in line, line
         self.url = line.split("listening on ")[1].strip()

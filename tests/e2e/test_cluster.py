@@ -12,7 +12,7 @@ import time
 import unittest
 import uuid
 
-from harness import API, DCM_BIN, Client, Cluster, main, provider_body, wait_until
+from harness import API, DCM_BIN, SERVE_ENV, Client, Cluster, main, provider_body, wait_until
 
 
 def converge(instances, timeout=60):
@@ -146,7 +146,7 @@ class TopicRulesTest(unittest.TestCase):
             proc = subprocess.run(
                 [DCM_BIN, "serve", "--kafka-brokers", cluster.bootstrap, "--topic-prefix", prefix,
                  "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="dcm-e2e-")],
-                capture_output=True, text=True, timeout=60)
+                capture_output=True, text=True, timeout=60, env={**os.environ, **SERVE_ENV})
             self.assertEqual(proc.returncode, 1, proc.stderr)
             self.assertIn(f"{prefix}provider-requests has 4 partitions", proc.stderr)
             self.assertIn("exactly 1", proc.stderr)

@@ -72,9 +72,9 @@ class ProviderDeciderTest : public testing::Test {
     decider_ = std::make_unique<ProviderDecider>(store_.get());
   }
 
-  ProviderOutcome Decide(const ProviderRequest& request) {
+  ProviderOutcome Decide(const ProviderRequest& request, const DecisionInputs& inputs = {}) {
     const int64_t seq = next_seq_++;
-    auto outcome = decider_->Decide(request, seq, clock_.NowMillis(), batch_);
+    auto outcome = decider_->Decide(request, seq, clock_.NowMillis(), batch_, inputs);
     EXPECT_TRUE(outcome.has_value()) << outcome.error().message;
     EXPECT_TRUE(store_->Write(batch_));
     clock_.Advance(std::chrono::seconds(1));
@@ -388,6 +388,71 @@ TEST(ProviderDeciderDeterminismTest, SameRequestsGiveSameOutcomesAndState) {
   EXPECT_EQ(*a->Digest("dec/"), *b->Digest("dec/"));
   EXPECT_TRUE(a->Digest("dec/")->ends_with("-" + std::to_string(history.size() + 2 * 3)))
       << *a->Digest("dec/");  // one req key per request, id+name for 3 live providers
+}
+
+// ---- SPEC §6: ownership and live instances, decided by the registrar ----
+
+// `r` as sent by an SP with the dcm-provider role whose token's subject is `actor`.
+ProviderRequest As(const std::string& actor, ProviderRequest r, bool scoped = true) {
+  r.actor = actor;
+  r.owner_scoped = scoped;
+  return r;
+}
+
+TEST_F(ProviderDeciderTest, ANewProviderIsOwnedByItsRegistrationsActor) {
+  const ProviderOutcome o = Decide(As("sp-a", Register("req-1", "sp-a")));
+  EXPECT_EQ(o.kind, OutcomeKind::kRegistered);
+  EXPECT_EQ(o.provider.owner, "sp-a");
+  EXPECT_EQ(o.actor, "sp-a");
+  EXPECT_EQ(Decide(As("anonymous", Register("req-2", "sp-b"), false)).provider.owner, "")
+      << "an anonymous registration has no owner";
+}
+
+TEST_F(ProviderDeciderTest, AnOwnerScopedRequestChangesOnlyProvidersItOwns) {
+  const std::string id = Decide(As("sp-a", Register("req-1", "sp-a"))).provider.id;
+  for (const ProviderRequest& r :
+       {As("sp-b", Register("req-2", "sp-a")), As("sp-b", Update("req-3", id, "sp-a2")),
+        As("sp-b", ChangeId("req-4", id, "mine")), As("sp-b", Delete("req-5", id))}) {
+    const ProviderOutcome o = Decide(r);
+    EXPECT_EQ(o.kind, OutcomeKind::kRejected) << RequestKindName(r.kind);
+    EXPECT_EQ(o.status, 403) << RequestKindName(r.kind);
+    EXPECT_EQ(o.actor, "sp-b");
+    EXPECT_EQ(o.detail, "provider 'sp-a' (id '" + id + "') is not owned by 'sp-b'");
+  }
+  EXPECT_TRUE(HasId(id));
+  EXPECT_EQ(IdOfName("sp-a"), id);
+  EXPECT_EQ(Decide(As("sp-a", Update("req-6", id, "sp-a2"))).kind, OutcomeKind::kUpdated);
+}
+
+TEST_F(ProviderDeciderTest, UnscopedRequestsActOnAnyProviderAndKeepItsOwner) {
+  const std::string id = Decide(As("sp-a", Register("req-1", "sp-a"))).provider.id;
+  const ProviderOutcome updated = Decide(As("root", Update("req-2", id, "sp-a"), false));
+  EXPECT_EQ(updated.kind, OutcomeKind::kUpdated);
+  EXPECT_EQ(updated.provider.owner, "sp-a");
+  const ProviderOutcome moved = Decide(As("root", ChangeId("req-3", id, "sp-a-2"), false));
+  EXPECT_EQ(moved.provider.owner, "sp-a");
+}
+
+TEST_F(ProviderDeciderTest, AProviderWithoutAnOwnerIsChangedOnlyByUnscopedRequests) {
+  const std::string id = Decide(Register("req-1", "sp-a")).provider.id;
+  EXPECT_EQ(Decide(As("sp-a", Update("req-2", id, "sp-a"))).status, 403);
+}
+
+TEST_F(ProviderDeciderTest, NotFoundComesBeforeNotOwned) {
+  EXPECT_EQ(Decide(As("sp-b", Delete("req-1", "missing"))).status, 404);
+}
+
+TEST_F(ProviderDeciderTest, DeletingAProviderHostingLiveInstancesNeedsForce) {
+  const std::string id = Decide(Register("req-1", "sp-a")).provider.id;
+  const ProviderOutcome refused = Decide(Delete("req-2", id), DecisionInputs{3});
+  EXPECT_EQ(refused.kind, OutcomeKind::kRejected);
+  EXPECT_EQ(refused.status, 409);
+  EXPECT_EQ(refused.detail, "provider '" + id + "' hosts 3 live instances; use ?force=true");
+  EXPECT_TRUE(HasId(id));
+  ProviderRequest forced = Delete("req-3", id);
+  forced.force = true;
+  EXPECT_EQ(Decide(forced, DecisionInputs{3}).kind, OutcomeKind::kDeleted);
+  EXPECT_FALSE(HasId(id));
 }
 
 }  // namespace
