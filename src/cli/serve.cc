@@ -55,6 +55,10 @@ struct ServeFlags {
   std::vector<std::string> kafka_properties;  // librdkafka key=value, for every client
   bool data_dir_given = false;
   bool fetch_wait_given = false;
+  // SPEC §6.
+  std::string jwks_refresh_interval = "5m";
+  std::string outbound_allow;
+  std::string outbound_deny;
 };
 
 // Consumer long-poll on the embedded mock, in ms (see RunServe).
@@ -75,6 +79,8 @@ int RunServe(ServeFlags flags) {
   const auto [soft_files, hard_files] = RaiseOpenFilesLimit();
   logger->info("msg=\"open files limit\" soft={} hard={}", soft_files, hard_files);
   if (!flags.service_types.empty()) config.service_types = SplitList(flags.service_types);
+  config.outbound.allow_cidrs = SplitList(flags.outbound_allow);
+  config.outbound.deny_cidrs = SplitList(flags.outbound_deny);
   auto timeout = ParseGoDuration(flags.decision_timeout);
   if (!timeout) return Fail("--decision-timeout: " + timeout.error().message);
   config.decision_timeout = *timeout;
@@ -89,7 +95,9 @@ int RunServe(ServeFlags flags) {
         std::tuple{&flags.operation_timeout, &operation_timeout, "--operation-timeout"},
         std::tuple{&flags.cleanup_interval, &config.instances.cleanup_interval, "CLEANUP_INTERVAL"},
         std::tuple{&flags.policy_timeout, &config.instances.policy_timeout, "--policy-timeout"},
-        std::tuple{&flags.sp_timeout, &config.instances.sp_timeout, "--sp-timeout"}}) {
+        std::tuple{&flags.sp_timeout, &config.instances.sp_timeout, "--sp-timeout"},
+        std::tuple{&flags.jwks_refresh_interval, &config.auth.refresh_interval,
+                   "AUTH_JWKS_REFRESH_INTERVAL"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed) return Fail(std::string(name) + ": " + parsed.error().message);
     *out = *parsed;
@@ -411,6 +419,60 @@ int RunServe(ServeFlags flags) {
   return 0;
 }
 
+// SPEC §6: authentication, TLS on the API, and the outbound policy.
+void RegisterTrustBoundaryFlags(CLI::App* cmd, ServeFlags& flags) {
+  Config& c = flags.config;
+  cmd->add_flag("--auth-disabled", c.auth.disabled,
+                "Run without authentication outside --dev (explicit opt-out; logged)")
+      ->envname("AUTH_DISABLED");
+  cmd->add_option("--auth-jwks-file", c.auth.jwks_file,
+                  "JWKS document verifying bearer tokens (re-read on SIGHUP)")
+      ->envname("AUTH_JWKS_FILE");
+  cmd->add_option("--auth-issuer-url", c.auth.issuer_url,
+                  "OIDC issuer: tokens' iss; its discovery document gives the keys")
+      ->envname("AUTH_ISSUER_URL");
+  cmd->add_option("--auth-issuer-ca-file", c.auth.issuer_ca_file,
+                  "PEM CA bundle verifying an https issuer (default: system trust store)")
+      ->envname("AUTH_ISSUER_CA_FILE");
+  cmd->add_option("--auth-jwks-refresh-interval", flags.jwks_refresh_interval,
+                  "Between refreshes of the issuer's keys")
+      ->envname("AUTH_JWKS_REFRESH_INTERVAL")
+      ->capture_default_str();
+  cmd->add_option("--auth-jwt-audience", c.auth.audience, "Tokens' aud must contain this")
+      ->envname("AUTH_JWT_AUDIENCE");
+  cmd->add_option("--auth-roles-claim", c.auth.roles_claim,
+                  "Claim holding the roles (dotted path; realm_access.roles is read too)")
+      ->envname("AUTH_ROLES_CLAIM")
+      ->capture_default_str();
+  cmd->add_option("--admin-subject", c.auth.admin_subject, "A sub that is always dcm-admin")
+      ->envname("DCM_ADMIN_SUBJECT");
+  cmd->add_option("--auth-cert-roles", c.auth.cert_roles,
+                  "Client certificate subjects to roles: subject=role,role;...")
+      ->envname("AUTH_CERT_ROLES");
+  cmd->add_flag("--metrics-public", c.auth.metrics_public, "Serve /metrics without credentials")
+      ->envname("METRICS_PUBLIC");
+  cmd->add_option("--tls-cert-file", c.tls.cert_file, "Serve HTTPS with this PEM certificate")
+      ->envname("TLS_CERT_FILE");
+  cmd->add_option("--tls-key-file", c.tls.key_file, "The certificate's PEM private key")
+      ->envname("TLS_KEY_FILE");
+  cmd->add_option("--tls-client-ca-file", c.tls.client_ca_file,
+                  "Verify client certificates with this CA (mTLS; subjects act via "
+                  "AUTH_CERT_ROLES)")
+      ->envname("TLS_CLIENT_CA_FILE");
+  cmd->add_option("--outbound-allow-cidrs", flags.outbound_allow,
+                  "CIDRs SP endpoints may resolve to despite the default deny (comma-separated)")
+      ->envname("OUTBOUND_ALLOW_CIDRS");
+  cmd->add_option("--outbound-deny-cidrs", flags.outbound_deny,
+                  "CIDRs SP endpoints may never resolve to (comma-separated)")
+      ->envname("OUTBOUND_DENY_CIDRS");
+  cmd->add_option("--sp-client-cert-file", c.outbound.sp_client_cert_file,
+                  "Client certificate presented to SPs (probes and instance calls)")
+      ->envname("SP_CLIENT_CERT_FILE");
+  cmd->add_option("--sp-client-key-file", c.outbound.sp_client_key_file,
+                  "The SP client certificate's private key")
+      ->envname("SP_CLIENT_KEY_FILE");
+}
+
 }  // namespace
 
 void RegisterServeCommand(CLI::App& app, int* exit_code) {
@@ -543,6 +605,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "Test hook: SIGKILL this process after emitting a fact of this type")
       ->envname("DCM_TEST_CRASH_AFTER_FACT")
       ->group("");  // hidden
+  RegisterTrustBoundaryFlags(cmd, *flags);
   cmd->add_option("--log-level", c.log_level, "debug, info, warn or error")
       ->envname("DCM_LOG_LEVEL")
       ->capture_default_str();

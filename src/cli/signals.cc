@@ -1,6 +1,9 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <cstdlib>
+#include <utility>
+
 #include "src/cli/commands.h"
 
 namespace dcm::cli {
@@ -14,6 +17,16 @@ std::optional<std::string> AddKafkaProperties(const std::vector<std::string>& pr
     }
     extra[property.substr(0, eq)] = property.substr(eq + 1);
   }
+  // SPEC §6: the Kafka security settings by their environment names; --kafka-property wins.
+  static constexpr std::pair<const char*, const char*> kSecurityEnv[] = {
+      {"KAFKA_SECURITY_PROTOCOL", "security.protocol"}, {"KAFKA_SASL_MECHANISM", "sasl.mechanism"},
+      {"KAFKA_SASL_USERNAME", "sasl.username"},         {"KAFKA_SASL_PASSWORD", "sasl.password"},
+      {"KAFKA_SSL_CA_LOCATION", "ssl.ca.location"},
+  };
+  for (const auto& [env, property] : kSecurityEnv) {
+    const char* value = std::getenv(env);
+    if (value != nullptr && *value != '\0') extra.emplace(property, value);
+  }
   return std::nullopt;
 }
 
@@ -22,6 +35,7 @@ std::function<int()> BlockTerminationSignals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return [set] {

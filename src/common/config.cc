@@ -17,6 +17,51 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
+namespace {
+
+Status Invalid(std::string message) {
+  return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+}
+
+Status ValidateTrustBoundary(const Config& c) {
+  if (c.auth.disabled && c.AuthConfigured()) {
+    return Invalid(
+        "AUTH_DISABLED=true contradicts the auth settings given (AUTH_JWKS_FILE, AUTH_ISSUER_URL "
+        "or --tls-client-ca-file): drop one");
+  }
+  if (!c.dev && !c.auth.disabled && !c.AuthConfigured()) {
+    return Invalid(
+        "no authentication configured: set AUTH_JWKS_FILE (a JWKS file) or AUTH_ISSUER_URL (an "
+        "OIDC issuer) for bearer tokens, or --tls-client-ca-file with AUTH_CERT_ROLES for client "
+        "certificates; or set AUTH_DISABLED=true to run without authentication (anyone who "
+        "reaches --listen can then register, delete and rehydrate)");
+  }
+  if (!c.auth.issuer_url.empty() && !c.auth.issuer_url.starts_with("https://") &&
+      !c.auth.issuer_url.starts_with("http://")) {
+    return Invalid("AUTH_ISSUER_URL must be an http:// or https:// URL, got '" + c.auth.issuer_url +
+                   "'");
+  }
+  if (!c.auth.cert_roles.empty() && c.tls.client_ca_file.empty()) {
+    return Invalid("AUTH_CERT_ROLES needs --tls-client-ca-file (client certificates)");
+  }
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    return Invalid("--tls-cert-file and --tls-key-file go together");
+  }
+  if (!c.tls.client_ca_file.empty() && !c.tls.enabled()) {
+    return Invalid("--tls-client-ca-file needs --tls-cert-file and --tls-key-file");
+  }
+  if (c.outbound.sp_client_cert_file.empty() != c.outbound.sp_client_key_file.empty()) {
+    return Invalid("SP_CLIENT_CERT_FILE and SP_CLIENT_KEY_FILE go together");
+  }
+  if (c.auth.refresh_interval < c.auth.min_refresh_interval ||
+      c.auth.min_refresh_interval.count() < 100) {
+    return Invalid("AUTH_JWKS_REFRESH_INTERVAL must be >= AUTH_JWKS_MIN_REFRESH_INTERVAL >= 100ms");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status ValidateConfig(const Config& c) {
   if (c.listen.find(':') == std::string::npos) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -58,12 +103,13 @@ Status ValidateConfig(const Config& c) {
                      "instance settings: CLEANUP_INTERVAL >= 10ms, CLEANUP_MAX_RETRIES 1..1000, "
                      "policy and SP timeouts >= 10ms, worker threads 1..1024");
   }
-  if (!i.policy_manager_url.empty() && !i.policy_manager_url.starts_with("http://")) {
+  if (!i.policy_manager_url.empty() && !i.policy_manager_url.starts_with("http://") &&
+      !i.policy_manager_url.starts_with("https://")) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "POLICY_MANAGER_EVALUATION_URL must be an http:// URL (https is not "
-                     "supported yet), got '" +
+                     "POLICY_MANAGER_EVALUATION_URL must be an http:// or https:// URL, got '" +
                          i.policy_manager_url + "'");
   }
+  RETURN_IF_ERROR(ValidateTrustBoundary(c));
   if (c.topics.prefix.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "--topic-prefix must not be empty");
   }

@@ -73,6 +73,55 @@ struct InstanceConfig {
   int worker_threads = 32;
 };
 
+// The trust boundary (SPEC §6): who may call the API, over what, and where the control plane
+// may connect.
+struct AuthConfig {
+  // AUTH_DISABLED=true: no authentication outside --dev (an explicit, logged choice; /admin/info
+  // says `auth: disabled`). --dev without any auth setting is disabled as well.
+  bool disabled = false;
+  // A JWKS document on disk (AUTH_JWKS_FILE): air-gapped sites. Re-read on SIGHUP.
+  std::string jwks_file;
+  // An OIDC issuer (AUTH_ISSUER_URL): tokens' `iss` must equal it; without a JWKS file its
+  // discovery document's `jwks_uri` gives the keys (fetched at start, refreshed every
+  // `refresh_interval` and on an unknown key id, at most every `min_refresh_interval`).
+  std::string issuer_url;
+  std::chrono::milliseconds refresh_interval{300000};
+  std::chrono::milliseconds min_refresh_interval{10000};
+  // PEM CA bundle that verifies an https issuer; empty = the system's trust store.
+  std::string issuer_ca_file;
+  // Tokens' `aud` must contain it when set (AUTH_JWT_AUDIENCE).
+  std::string audience;
+  // The claim holding the roles (AUTH_ROLES_CLAIM, a dotted path; Keycloak's
+  // realm_access.roles is read as well).
+  std::string roles_claim = "roles";
+  // A `sub` that is always dcm-admin (DCM_ADMIN_SUBJECT).
+  std::string admin_subject;
+  // mTLS subjects to roles (AUTH_CERT_ROLES, `subject=role,role;...`).
+  std::string cert_roles;
+  // METRICS_PUBLIC=true: /metrics without credentials.
+  bool metrics_public = false;
+};
+
+// TLS on the API (SPEC §6). With a certificate and key every listener serves HTTPS only; with a
+// client CA, client certificates are verified and their subjects authenticate (mTLS).
+struct ApiTlsConfig {
+  std::string cert_file;       // --tls-cert-file, TLS_CERT_FILE
+  std::string key_file;        // --tls-key-file, TLS_KEY_FILE
+  std::string client_ca_file;  // --tls-client-ca-file, TLS_CLIENT_CA_FILE
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+// Where the control plane may connect on an SP's behalf (SPEC §6): every address that came from
+// a registration (probes, SP calls) is checked by one dialer. Loopback, link-local (the cloud
+// metadata addresses), unspecified and multicast are refused by default; --dev allows loopback.
+struct OutboundConfig {
+  std::vector<std::string> allow_cidrs;  // OUTBOUND_ALLOW_CIDRS
+  std::vector<std::string> deny_cidrs;   // OUTBOUND_DENY_CIDRS
+  // A client certificate presented to SPs (probes and SP calls): SP_CLIENT_CERT_FILE / _KEY_FILE.
+  std::string sp_client_cert_file;
+  std::string sp_client_key_file;
+};
+
 struct Config {
   // HOST:PORT for the HTTP API (env BIND_ADDRESS). Loopback by default: exposing the API is a
   // deliberate act.
@@ -109,12 +158,22 @@ struct Config {
   std::string instance_id;
   HealthCheckConfig health;
   InstanceConfig instances;
+  AuthConfig auth;
+  ApiTlsConfig tls;
+  OutboundConfig outbound;
+
+  // Whether callers must authenticate (SPEC §6): any auth setting turns it on, also in --dev.
+  bool AuthConfigured() const {
+    return !auth.jwks_file.empty() || !auth.issuer_url.empty() || !tls.client_ca_file.empty();
+  }
 };
 
 // Parses a comma-separated list, trimming blanks and dropping empty items.
 std::vector<std::string> SplitList(const std::string& text);
 
-// Checks values that flags alone cannot (startup config errors are fatal, with this message).
+// Checks values that flags alone cannot (startup config errors are fatal, with this message),
+// including SPEC §6's secure default: outside --dev, no auth setting and no AUTH_DISABLED=true
+// is an error that says what to set.
 Status ValidateConfig(const Config& config);
 
 }  // namespace dcm

@@ -33,7 +33,57 @@ TEST(ValidateConfigTest, RequiresBrokersOutsideDevMode) {
   EXPECT_EQ(status.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(status.error().message.find("--kafka-brokers"), std::string::npos);
   c.kafka_brokers = "k1:9092";
+  c.auth.disabled = true;
   EXPECT_TRUE(ValidateConfig(c));
+}
+
+// SPEC §6: outside --dev, no auth setting is a startup error that says what to set.
+TEST(ValidateConfigTest, RefusesToRunWithoutAuthenticationOutsideDevMode) {
+  Config c;
+  c.kafka_brokers = "k1:9092";
+  auto status = ValidateConfig(c);
+  ASSERT_FALSE(status);
+  for (const char* hint : {"AUTH_JWKS_FILE", "AUTH_ISSUER_URL", "AUTH_DISABLED=true"}) {
+    EXPECT_NE(status.error().message.find(hint), std::string::npos) << hint;
+  }
+  c.auth.jwks_file = "/etc/dcm/jwks.json";
+  EXPECT_TRUE(ValidateConfig(c));
+  c.auth.jwks_file.clear();
+  c.auth.issuer_url = "https://idp.example.com/realms/dcm";
+  EXPECT_TRUE(ValidateConfig(c));
+  c.auth.issuer_url.clear();
+  c.tls = ApiTlsConfig{"api.pem", "api.key", "clients-ca.pem"};
+  EXPECT_TRUE(ValidateConfig(c)) << "client certificates alone are an auth configuration";
+}
+
+TEST(ValidateConfigTest, DevModeRunsWithoutAuthenticationUnlessConfigured) {
+  Config c = DevConfig();
+  EXPECT_FALSE(c.AuthConfigured());
+  c.auth.jwks_file = "jwks.json";
+  EXPECT_TRUE(c.AuthConfigured());
+  EXPECT_TRUE(ValidateConfig(c));
+}
+
+TEST(ValidateConfigTest, RejectsContradictoryOrIncompleteTrustSettings) {
+  Config c = DevConfig();
+  c.auth.disabled = true;
+  c.auth.jwks_file = "jwks.json";
+  EXPECT_FALSE(ValidateConfig(c)) << "AUTH_DISABLED with a JWKS file";
+  c = DevConfig();
+  c.tls.cert_file = "api.pem";
+  EXPECT_FALSE(ValidateConfig(c)) << "a certificate without its key";
+  c = DevConfig();
+  c.tls.client_ca_file = "ca.pem";
+  EXPECT_FALSE(ValidateConfig(c)) << "mTLS without TLS";
+  c = DevConfig();
+  c.auth.cert_roles = "admin=dcm-admin";
+  EXPECT_FALSE(ValidateConfig(c)) << "certificate roles without client certificates";
+  c = DevConfig();
+  c.outbound.sp_client_key_file = "sp.key";
+  EXPECT_FALSE(ValidateConfig(c)) << "an SP client key without its certificate";
+  c = DevConfig();
+  c.auth.issuer_url = "ftp://idp";
+  EXPECT_FALSE(ValidateConfig(c));
 }
 
 TEST(ValidateConfigTest, RejectsListenWithoutPort) {
