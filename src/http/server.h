@@ -62,7 +62,8 @@ struct ServerOptions {
   // synchronous wait (read-your-writes on a Kafka round trip) with margin.
   std::chrono::milliseconds handler_timeout{30000};
   // When set: counter dcm_http_requests_total{code} and histogram
-  // dcm_http_request_duration_seconds. Must outlive the server.
+  // dcm_http_request_duration_seconds (with TLS also the TLS metrics listed at Create). Must
+  // outlive the server.
   Metrics* metrics = nullptr;
   // The `Server` response header.
   std::string server_name = "dcm";
