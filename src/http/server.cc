@@ -1,7 +1,8 @@
 // HttpServer implementation: Beast + Asio C++20 coroutines, one io_context per worker thread.
 // See server.h for the contract and docs/http.md for the design.
 //
-// Per connection (one coroutine, on the worker that accepted it):
+// Per connection (one coroutine, on the worker that accepted it; TLS connections first
+// handshake under the read deadline, failures counted by reason and closed):
 //
 //   wait first byte ──(idle/read deadline)──> close
 //        │
@@ -11,8 +12,17 @@
 //        │                  └──close──> shutdown
 //        ├─handler_timeout─> 503
 //        └─peer gone───────> close
+//
+// The connection code is a template over the stream (beast::tcp_stream or ssl_stream over it),
+// so the plain path has no TLS branch per read; `c->tcp()` is the TCP layer of either.
 #include "src/http/server.h"
 
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 
 #include <array>
@@ -24,13 +34,18 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <future>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -44,7 +59,12 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+template <class Stream>
+inline constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 using Clock = std::chrono::steady_clock;
 using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
@@ -125,6 +145,243 @@ HttpResponse Problem(int status, std::string_view detail) {
   return HttpResponse{status, "application/problem+json", w.Take(), {}};
 }
 
+// ---- TLS material -------------------------------------------------------------------------
+
+// TLS 1.2 suites: ECDHE key exchange with AEAD only (Mozilla "intermediate" without DHE).
+// TLS 1.3 keeps OpenSSL's defaults (all AEAD).
+constexpr char kTls12Ciphers[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+// Required for session resumption when client certificates are requested.
+constexpr unsigned char kSessionIdContext[] = "dcm-http";
+
+// One loaded certificate/key/client-CA set. Each connection holds the one it was accepted with
+// by shared_ptr, so ReloadTls never pulls a context from under a live connection.
+struct TlsContext {
+  explicit TlsContext(ssl::context c) : ctx(std::move(c)) {}
+  ssl::context ctx;
+  bool verify_clients = false;
+  double not_after = 0;     // Unix seconds, the leaf certificate's notAfter
+  std::string description;  // subject, serial, expiry: for the log
+};
+
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+
+// The first (root-cause) error in this thread's OpenSSL queue; clears the queue.
+std::string TakeOpenSslError() {
+  const unsigned long first = ERR_get_error();
+  ERR_clear_error();
+  if (first == 0) return "no details from OpenSSL";
+  if (const char* reason = ERR_reason_error_string(first)) return reason;
+  char buf[256];
+  ERR_error_string_n(first, buf, sizeof(buf));
+  return buf;
+}
+
+// An encrypted key fails to load instead of OpenSSL prompting on the terminal.
+int NoPassword(char*, int, int, void*) { return 0; }
+
+tl::unexpected<Error> TlsFileError(const char* option, const std::string& path,
+                                   const std::string& why) {
+  return MakeError(ErrorCode::kInvalidArgument,
+                   std::string("cannot load ") + option + " '" + path + "': " + why);
+}
+
+Result<std::unique_ptr<FILE, FileCloser>> OpenReadable(const char* option,
+                                                       const std::string& path) {
+  std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+  if (!f) return TlsFileError(option, path, std::strerror(errno));
+  return f;
+}
+
+std::string TimeText(double unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Describe(X509* leaf, double not_after) {
+  char subject[256];
+  X509_NAME_oneline(X509_get_subject_name(leaf), subject, sizeof(subject));
+  std::string serial = "?";
+  if (BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf), nullptr)) {
+    if (char* hex = BN_bn2hex(bn)) {
+      serial = hex;
+      OPENSSL_free(hex);
+    }
+    BN_free(bn);
+  }
+  return "subject=\"" + std::string(subject) + "\" serial=" + serial +
+         " not_after=" + TimeText(not_after);
+}
+
+// Loads the server's certificate chain, key and optional client CA into a new context with
+// the TLS policy of server.h. Never throws.
+Result<std::shared_ptr<TlsContext>> LoadTlsContext(const ServerOptions& o) {
+  ERR_clear_error();
+  std::shared_ptr<TlsContext> tls;
+  try {
+    tls = std::make_shared<TlsContext>(ssl::context(ssl::context::tls_server));
+  } catch (const std::exception& e) {
+    return MakeError(ErrorCode::kInternal, std::string("cannot create a TLS context: ") + e.what());
+  }
+  SSL_CTX* ctx = tls->ctx.native_handle();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_options(
+      ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  // Frees the per-connection read/write buffers while idle (~84 KiB per idle TLS connection).
+  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+  if (SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1) {
+    return MakeError(ErrorCode::kInternal, "no TLS 1.2 cipher available: " + TakeOpenSslError());
+  }
+  SSL_CTX_set_session_id_context(ctx, kSessionIdContext, sizeof(kSessionIdContext) - 1);
+  SSL_CTX_set_default_passwd_cb(ctx, NoPassword);
+
+  ASSIGN_OR_RETURN(auto cert_file, OpenReadable("tls_cert_file", o.tls_cert_file));
+  cert_file.reset();
+  if (SSL_CTX_use_certificate_chain_file(ctx, o.tls_cert_file.c_str()) != 1) {
+    return TlsFileError("tls_cert_file", o.tls_cert_file,
+                        "not a PEM certificate chain (" + TakeOpenSslError() + ")");
+  }
+  ASSIGN_OR_RETURN(auto key_file, OpenReadable("tls_key_file", o.tls_key_file));
+  std::unique_ptr<EVP_PKEY, PkeyFree> key(
+      PEM_read_PrivateKey(key_file.get(), nullptr, NoPassword, nullptr));
+  if (!key) {
+    return TlsFileError("tls_key_file", o.tls_key_file,
+                        "not an unencrypted PEM private key (" + TakeOpenSslError() + ")");
+  }
+  X509* leaf = SSL_CTX_get0_certificate(ctx);
+  if (leaf == nullptr || EVP_PKEY_eq(X509_get0_pubkey(leaf), key.get()) != 1 ||
+      SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+    ERR_clear_error();
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "tls_key_file '" + o.tls_key_file +
+                         "' does not match the certificate in tls_cert_file '" + o.tls_cert_file +
+                         "'");
+  }
+  if (!o.tls_client_ca_file.empty()) {
+    ASSIGN_OR_RETURN(auto ca_file, OpenReadable("tls_client_ca_file", o.tls_client_ca_file));
+    ca_file.reset();
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(o.tls_client_ca_file.c_str());
+    if (names == nullptr ||
+        SSL_CTX_load_verify_locations(ctx, o.tls_client_ca_file.c_str(), nullptr) != 1) {
+      if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
+      return TlsFileError("tls_client_ca_file", o.tls_client_ca_file,
+                          "no PEM CA certificate in it (" + TakeOpenSslError() + ")");
+    }
+    SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership; tells clients which CA we want
+    // No SSL_VERIFY_FAIL_IF_NO_PEER_CERT: a client without a certificate may use a token.
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    tls->verify_clients = true;
+  }
+  std::tm tm{};
+  if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf), &tm) == 1) {
+    tls->not_after = static_cast<double>(timegm(&tm));
+  }
+  tls->description = Describe(leaf, tls->not_after);
+  ERR_clear_error();
+  return tls;
+}
+
+// Why a handshake failed: the label of dcm_http_tls_handshake_failures_total (server.h).
+enum class HandshakeFailure {
+  kTimeout,
+  kClosed,
+  kNotTls,
+  kVersion,
+  kClientCert,
+  kPeerAlert,
+  kProtocol,
+  kCount
+};
+constexpr std::array<const char*, static_cast<size_t>(HandshakeFailure::kCount)>
+    kHandshakeFailureNames = {"timeout",     "closed",     "not_tls", "version",
+                              "client_cert", "peer_alert", "protocol"};
+
+HandshakeFailure ClassifyHandshake(const beast::error_code& ec) {
+  if (ec == beast::error::timeout) return HandshakeFailure::kTimeout;
+  if (ec.category() != asio::error::get_ssl_category()) return HandshakeFailure::kClosed;
+  const auto code = static_cast<unsigned long>(static_cast<unsigned int>(ec.value()));
+  if (ERR_GET_LIB(code) != ERR_LIB_SSL) return HandshakeFailure::kProtocol;
+  const int reason = ERR_GET_REASON(code);
+  switch (reason) {
+    case SSL_R_HTTP_REQUEST:
+    case SSL_R_HTTPS_PROXY_REQUEST:
+    case SSL_R_WRONG_VERSION_NUMBER:
+      return HandshakeFailure::kNotTls;
+    case SSL_R_UNSUPPORTED_PROTOCOL:
+    case SSL_R_VERSION_TOO_LOW:
+    case SSL_R_NO_PROTOCOLS_AVAILABLE:
+      return HandshakeFailure::kVersion;
+    case SSL_R_CERTIFICATE_VERIFY_FAILED:
+      return HandshakeFailure::kClientCert;
+    default:
+      break;
+  }
+  // Alerts the peer sent come back as SSL_AD_REASON_OFFSET + the alert number.
+  if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256) {
+    return HandshakeFailure::kPeerAlert;
+  }
+  return HandshakeFailure::kProtocol;
+}
+
+// An IA5String SAN entry (URI, DNS) as text, or "" if it holds anything but printable ASCII
+// without spaces (no NUL tricks, no control characters in what the auth layer matches).
+std::string SanText(const ASN1_IA5STRING* s) {
+  if (s == nullptr) return "";
+  const auto* data = ASN1_STRING_get0_data(s);
+  const int length = ASN1_STRING_length(s);
+  if (length <= 0) return "";
+  for (int i = 0; i < length; ++i) {
+    if (data[i] <= 0x20 || data[i] >= 0x7f) return "";
+  }
+  return std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(length));
+}
+
+// The identity of a verified client certificate: first SAN URI, else first SAN DNS name, else
+// the subject's first CN (server.h). "" when there is no verified certificate.
+std::string PeerSubject(SSL* ssl) {
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return "";
+  std::string uri;
+  std::string dns;
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (names != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(names) && uri.empty(); ++i) {
+      const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
+      if (name->type == GEN_URI) uri = SanText(name->d.uniformResourceIdentifier);
+      if (name->type == GEN_DNS && dns.empty()) dns = SanText(name->d.dNSName);
+    }
+    GENERAL_NAMES_free(names);
+  }
+  if (!uri.empty()) return uri;
+  if (!dns.empty()) return dns;
+  const X509_NAME* subject = X509_get_subject_name(cert);
+  const int index = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+  if (index < 0) return "";
+  unsigned char* utf8 = nullptr;
+  const int length =
+      ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, index)));
+  if (length <= 0) return "";
+  std::string cn(reinterpret_cast<const char*>(utf8), static_cast<size_t>(length));
+  OPENSSL_free(utf8);
+  for (const char ch : cn) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f) return "";
+  }
+  return cn;
+}
+
 // ---- server state -------------------------------------------------------------------------
 
 // Lets a Respond called from any thread know whether the worker's io_context may still be
@@ -134,7 +391,7 @@ struct Gate {
   bool open = true;
 };
 
-struct Conn;
+struct ConnBase;
 
 struct Worker {
   std::unique_ptr<asio::io_context> ctx = std::make_unique<asio::io_context>(1);
@@ -142,7 +399,7 @@ struct Worker {
   std::thread thread;
   std::shared_ptr<Gate> gate = std::make_shared<Gate>();
   // Touched only on this worker's thread.
-  std::unordered_map<uint64_t, Conn*> conns;
+  std::unordered_map<uint64_t, ConnBase*> conns;
   uint64_t next_conn_id = 0;
   std::unordered_map<int, Counter*> code_counters;
 };
@@ -200,6 +457,31 @@ struct Core {
   bool stopped = false;                                                       // under mu
   std::map<uint16_t, std::vector<std::shared_ptr<tcp::acceptor>>> listeners;  // under mu
 
+  // TLS: fixed at Create. The context is read at every accept and swapped by ReloadTls.
+  bool tls_enabled = false;
+  std::mutex reload_mu;  // one ReloadTls at a time
+  std::mutex tls_mu;
+  std::shared_ptr<TlsContext> tls;  // under tls_mu
+  std::array<Counter*, kHandshakeFailureNames.size()> handshake_failures{};
+  Gauge* cert_not_after = nullptr;
+
+  std::shared_ptr<TlsContext> CurrentTls() {
+    std::lock_guard lock(tls_mu);
+    return tls;
+  }
+
+  void InstallTls(std::shared_ptr<TlsContext> fresh) {
+    logger->info("msg=\"tls certificate loaded\" {} client_certificates={}", fresh->description,
+                 fresh->verify_clients ? "requested" : "off");
+    if (cert_not_after != nullptr) cert_not_after->Set(static_cast<int64_t>(fresh->not_after));
+    std::lock_guard lock(tls_mu);
+    tls.swap(fresh);  // the old context dies with its last connection, outside the lock
+  }
+
+  void CountHandshakeFailure(HandshakeFailure why) {
+    if (Counter* c = handshake_failures[static_cast<size_t>(why)]) c->Inc();
+  }
+
   Counter* CodeCounter(Worker* w, int code) {
     auto it = w->code_counters.find(code);
     if (it != w->code_counters.end()) return it->second;
@@ -235,32 +517,45 @@ struct Core {
 };
 
 // A connection, living in its coroutine's frame. Registered with its worker so CloseListener
-// and Stop can close it.
-struct Conn {
-  Conn(Core* c, Worker* wk, tcp::socket socket, uint16_t p)
-      : core(c), w(wk), stream(std::move(socket)), port(p), id(wk->next_conn_id++) {
+// and Stop can close it (the only virtual call: never on the request path).
+struct ConnBase {
+  ConnBase(Core* c, Worker* wk, uint16_t p) : core(c), w(wk), port(p), id(wk->next_conn_id++) {
     w->conns.emplace(id, this);
   }
-  ~Conn() { w->conns.erase(id); }
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
+  virtual ~ConnBase() { w->conns.erase(id); }
+  ConnBase(const ConnBase&) = delete;
+  ConnBase& operator=(const ConnBase&) = delete;
 
-  void Close() {
-    closing = true;
-    beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream.close();
-    if (auto wt = wait.lock()) wt->timer.cancel();
-  }
+  virtual void Close() = 0;
 
   Core* core;
   Worker* w;
-  beast::tcp_stream stream;
   beast::flat_buffer buffer;
   uint16_t port;
   uint64_t id;
   bool closing = false;
   std::weak_ptr<Wait> wait;
+  std::string peer_subject;  // TLS with a verified client certificate only
+};
+
+template <class Stream>
+struct Conn final : ConnBase {
+  template <class... StreamArgs>
+  Conn(Core* c, Worker* wk, uint16_t p, StreamArgs&&... args)
+      : ConnBase(c, wk, p), stream(std::forward<StreamArgs>(args)...) {}
+
+  // The TCP layer: the stream itself when plain. Deadlines and closing happen here.
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream); }
+
+  void Close() override {
+    closing = true;
+    beast::error_code ec;
+    tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    tcp().close();
+    if (auto wt = wait.lock()) wt->timer.cancel();
+  }
+
+  Stream stream;
 };
 
 struct ReadOutcome {
@@ -294,19 +589,20 @@ bool ExpectsContinue(const bhttp::request<bhttp::string_body>& req) {
   return req.version() >= 11 && beast::iequals(expect, "100-continue");
 }
 
-asio::awaitable<ReadOutcome> ReadRequest(Conn* c, bool first) {
+template <class Stream>
+asio::awaitable<ReadOutcome> ReadRequest(Conn<Stream>* c, bool first) {
   const ServerOptions& o = c->core->options;
   ReadOutcome out;
   beast::error_code ec;
   size_t n = 0;
   if (c->buffer.size() == 0) {  // wait for the first byte under the idle deadline
-    c->stream.expires_after(first ? o.read_timeout : o.idle_timeout);
+    c->tcp().expires_after(first ? o.read_timeout : o.idle_timeout);
     std::tie(ec, n) =
         co_await c->stream.async_read_some(c->buffer.prepare(kFirstReadBytes), kTuple);
     if (ec) co_return out;
     c->buffer.commit(n);
   }
-  c->stream.expires_after(o.read_timeout);  // the whole request, headers and body
+  c->tcp().expires_after(o.read_timeout);  // the whole request, headers and body
   bhttp::request_parser<bhttp::string_body> parser;
   parser.header_limit(static_cast<uint32_t>(o.max_header_bytes));
   parser.body_limit(o.max_body_bytes);
@@ -345,24 +641,31 @@ Result<HttpRequest> ToHttpRequest(bhttp::request<bhttp::string_body>&& req) {
 
 // Watches the socket while a deferred response is pending, so a client that gives up (closes)
 // frees the connection at once instead of at handler_timeout.
-void StartWatch(Conn* c, const std::shared_ptr<Wait>& wait) {
+// Over TLS the watch reads through the TLS layer (bytes on the socket are records, not the next
+// request), with the stream's deadline off: the Wait's timer bounds it.
+template <class Stream>
+void StartWatch(Conn<Stream>* c, const std::shared_ptr<Wait>& wait) {
   wait->watch_pending = true;
-  c->stream.socket().async_read_some(asio::buffer(wait->watch_buf),
-                                     [wait](const beast::error_code& ec, size_t n) {
-                                       wait->watch_pending = false;
-                                       wait->watched = n;
-                                       if (ec && ec != asio::error::operation_aborted) {
-                                         wait->peer_gone = true;
-                                       }
-                                       wait->timer.cancel();
-                                     });
+  auto done = [wait](const beast::error_code& ec, size_t n) {
+    wait->watch_pending = false;
+    wait->watched = n;
+    if (ec && ec != asio::error::operation_aborted) wait->peer_gone = true;
+    wait->timer.cancel();
+  };
+  if constexpr (kIsTls<Stream>) {
+    c->tcp().expires_never();
+    c->stream.async_read_some(asio::buffer(wait->watch_buf), std::move(done));
+  } else {
+    c->stream.socket().async_read_some(asio::buffer(wait->watch_buf), std::move(done));
+  }
 }
 
 // Ends the watch and keeps whatever pipelined bytes it read.
-asio::awaitable<void> StopWatch(Conn* c, std::shared_ptr<Wait> wait) {
+template <class Stream>
+asio::awaitable<void> StopWatch(Conn<Stream>* c, std::shared_ptr<Wait> wait) {
   if (wait->watch_pending) {
     beast::error_code ec;
-    c->stream.socket().cancel(ec);
+    c->tcp().socket().cancel(ec);
     wait->timer.expires_at(Clock::time_point::max());
     while (wait->watch_pending) co_await wait->timer.async_wait(kTuple);
   }
@@ -374,7 +677,8 @@ asio::awaitable<void> StopWatch(Conn* c, std::shared_ptr<Wait> wait) {
 }
 
 // Calls the handler and waits for its response. nullopt: the connection is gone.
-asio::awaitable<std::optional<HttpResponse>> Dispatch(Conn* c, const Handler* handler,
+template <class Stream>
+asio::awaitable<std::optional<HttpResponse>> Dispatch(Conn<Stream>* c, const Handler* handler,
                                                       HttpRequest request) {
   auto st = std::make_shared<RespondState>(c->w->gate, c->w->ctx->get_executor());
   try {
@@ -445,7 +749,8 @@ int WireStatus(const HttpResponse& r) {
 }
 
 // Returns false if the write failed.
-asio::awaitable<bool> WriteResponse(Conn* c, HttpResponse r, bool head, bool keep_alive,
+template <class Stream>
+asio::awaitable<bool> WriteResponse(Conn<Stream>* c, HttpResponse r, bool head, bool keep_alive,
                                     unsigned version) {
   const int status = WireStatus(r);
   const bool bodiless = status < 200 || status == 204 || status == 304;
@@ -458,7 +763,7 @@ asio::awaitable<bool> WriteResponse(Conn* c, HttpResponse r, bool head, bool kee
     if (!IsFramingHeader(name)) res.insert(name, value);
   }
   res.keep_alive(keep_alive);
-  c->stream.expires_after(c->core->options.read_timeout);
+  c->tcp().expires_after(c->core->options.read_timeout);
   beast::error_code ec;
   size_t n = 0;
   if (bodiless || head) {
@@ -473,21 +778,33 @@ asio::awaitable<bool> WriteResponse(Conn* c, HttpResponse r, bool head, bool kee
   co_return !ec;
 }
 
-asio::awaitable<void> DrainAndClose(Conn* c) {
+// Sends TLS close_notify without waiting for the peer's (marking it received first makes
+// SSL_shutdown complete as soon as ours is written), bounded by the drain timeout.
+asio::awaitable<void> SendCloseNotify(Conn<TlsStream>* c) {
+  SSL_set_shutdown(c->stream.native_handle(), SSL_RECEIVED_SHUTDOWN);
+  c->tcp().expires_after(kDrainTimeout);
+  co_await c->stream.async_shutdown(kTuple);
+}
+
+// Over TLS the drain discards raw TCP bytes: nothing is decrypted after our close_notify.
+template <class Stream>
+asio::awaitable<void> DrainAndClose(Conn<Stream>* c) {
+  if constexpr (kIsTls<Stream>) co_await SendCloseNotify(c);
   beast::error_code ec;
-  c->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  c->stream.expires_after(kDrainTimeout);
+  c->tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+  c->tcp().expires_after(kDrainTimeout);
   std::array<char, 16384> scratch;
   size_t total = c->buffer.size();
   while (total < kMaxDrainBytes) {
-    auto [rec, n] = co_await c->stream.async_read_some(asio::buffer(scratch), kTuple);
+    auto [rec, n] = co_await c->tcp().async_read_some(asio::buffer(scratch), kTuple);
     if (rec) break;
     total += n;
   }
-  c->stream.close();
+  c->tcp().close();
 }
 
-asio::awaitable<void> ServeConnection(Conn* c, const Handler* handler) {
+template <class Stream>
+asio::awaitable<void> ServeConnection(Conn<Stream>* c, const Handler* handler) {
   for (bool first = true; !c->closing; first = false) {
     ReadOutcome in = co_await ReadRequest(c, first);
     if (in.kind == ReadOutcome::kClose) co_return;
@@ -506,6 +823,7 @@ asio::awaitable<void> ServeConnection(Conn* c, const Handler* handler) {
     const unsigned version = in.request.version();
     std::optional<HttpResponse> response;
     if (auto request = ToHttpRequest(std::move(in.request)); request) {
+      if constexpr (kIsTls<Stream>) request->peer_subject = c->peer_subject;
       response = co_await Dispatch(c, handler, std::move(*request));
       if (!response || response->status == kCloseWithoutResponse) co_return;  // Session closes
     } else {
@@ -516,8 +834,9 @@ asio::awaitable<void> ServeConnection(Conn* c, const Handler* handler) {
     c->core->Record(c->w, WireStatus(*response), start);
     if (!co_await WriteResponse(c, std::move(*response), head, keep_alive, version)) co_return;
     if (!keep_alive) {
+      if constexpr (kIsTls<Stream>) co_await SendCloseNotify(c);
       beast::error_code ec;
-      c->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      c->tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
       co_return;
     }
   }
@@ -525,13 +844,44 @@ asio::awaitable<void> ServeConnection(Conn* c, const Handler* handler) {
 
 asio::awaitable<void> Session(Core* core, Worker* w, tcp::socket socket, uint16_t port,
                               std::shared_ptr<const Handler> handler) {
-  Conn conn(core, w, std::move(socket), port);
+  Conn<PlainStream> conn(core, w, port, std::move(socket));
   try {
     co_await ServeConnection(&conn, handler.get());
   } catch (const std::exception& e) {
     core->logger->warn("msg=\"connection failed\" error=\"{}\"", e.what());
   }
   conn.stream.close();
+}
+
+// The handshake, under read_timeout. False (counted, logged at debug) if it failed.
+asio::awaitable<bool> Handshake(Conn<TlsStream>* c, const TlsContext& tls) {
+  c->tcp().expires_after(c->core->options.read_timeout);
+  auto [ec] = co_await c->stream.async_handshake(ssl::stream_base::server, kTuple);
+  if (ec) {
+    if (!c->closing) {
+      const HandshakeFailure why = ClassifyHandshake(ec);
+      c->core->CountHandshakeFailure(why);
+      c->core->logger->debug("msg=\"tls handshake failed\" reason={} error=\"{}\"",
+                             kHandshakeFailureNames[static_cast<size_t>(why)], ec.message());
+    }
+    co_return false;
+  }
+  if (tls.verify_clients) c->peer_subject = PeerSubject(c->stream.native_handle());
+  co_return true;
+}
+
+// `tls` (a parameter, so it outlives the connection in the frame) pins the context this
+// connection was accepted with across ReloadTls.
+asio::awaitable<void> TlsSession(Core* core, Worker* w, tcp::socket socket, uint16_t port,
+                                 std::shared_ptr<const Handler> handler,
+                                 std::shared_ptr<TlsContext> tls) {
+  try {
+    Conn<TlsStream> conn(core, w, port, std::move(socket), tls->ctx);
+    if (co_await Handshake(&conn, *tls)) co_await ServeConnection(&conn, handler.get());
+    conn.tcp().close();
+  } catch (const std::exception& e) {
+    core->logger->warn("msg=\"connection failed\" error=\"{}\"", e.what());
+  }
 }
 
 asio::awaitable<void> AcceptLoop(Core* core, Worker* w, std::shared_ptr<tcp::acceptor> acceptor,
@@ -548,7 +898,13 @@ asio::awaitable<void> AcceptLoop(Core* core, Worker* w, std::shared_ptr<tcp::acc
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(*w->ctx, Session(core, w, std::move(socket), port, handler), asio::detached);
+    if (core->tls_enabled) {
+      asio::co_spawn(*w->ctx,
+                     TlsSession(core, w, std::move(socket), port, handler, core->CurrentTls()),
+                     asio::detached);
+    } else {
+      asio::co_spawn(*w->ctx, Session(core, w, std::move(socket), port, handler), asio::detached);
+    }
   }
 }
 
@@ -634,12 +990,37 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(ServerOptions options) {
       options.handler_timeout <= milliseconds::zero()) {
     return MakeError(ErrorCode::kInvalidArgument, "timeouts must be positive");
   }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "tls_cert_file and tls_key_file must be given together");
+  }
+  if (!options.tls_client_ca_file.empty() && options.tls_cert_file.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "tls_client_ca_file needs tls_cert_file and tls_key_file");
+  }
+  std::shared_ptr<TlsContext> tls;
+  if (!options.tls_cert_file.empty()) {
+    ASSIGN_OR_RETURN(tls, LoadTlsContext(options));
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
-  if (impl->options.metrics != nullptr) {
-    impl->duration = &impl->options.metrics->GetHistogram(
-        "dcm_http_request_duration_seconds",
-        "Time from a request read to its response ready to write, seconds");
+  if (Metrics* m = impl->options.metrics; m != nullptr) {
+    impl->duration =
+        &m->GetHistogram("dcm_http_request_duration_seconds",
+                         "Time from a request read to its response ready to write, seconds");
+    if (tls) {
+      for (size_t i = 0; i < kHandshakeFailureNames.size(); ++i) {
+        impl->handshake_failures[i] = &m->GetCounter(
+            "dcm_http_tls_handshake_failures_total", "TLS handshakes that failed, by reason",
+            std::string("reason=\"") + kHandshakeFailureNames[i] + "\"");
+      }
+      impl->cert_not_after = &m->GetGauge("dcm_http_tls_cert_not_after_seconds",
+                                          "When the serving TLS certificate expires, Unix seconds");
+    }
+  }
+  if (tls) {
+    impl->tls_enabled = true;
+    impl->InstallTls(std::move(tls));
   }
   Core* raw = impl.get();
   for (int i = 0; i < raw->options.threads; ++i) {
@@ -665,6 +1046,14 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(ServerOptions options) {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::ReloadTls() {
+  if (!impl_->tls_enabled) return OkStatus();
+  std::lock_guard lock(impl_->reload_mu);
+  ASSIGN_OR_RETURN(auto fresh, LoadTlsContext(impl_->options));
+  impl_->InstallTls(std::move(fresh));
+  return OkStatus();
+}
 
 Result<uint16_t> HttpServer::Listen(const std::string& host_port, Handler handler) {
   ASSIGN_OR_RETURN(tcp::endpoint endpoint, ResolveListenAddress(host_port));
@@ -708,11 +1097,11 @@ void HttpServer::CloseListener(uint16_t port) {
       pending.push_back(impl_->RunOn(w, [w, acceptor = acceptors[i], port] {
         beast::error_code ec;
         acceptor->close(ec);
-        std::vector<Conn*> doomed;
+        std::vector<ConnBase*> doomed;
         for (auto& [id, conn] : w->conns) {
           if (conn->port == port) doomed.push_back(conn);
         }
-        for (Conn* conn : doomed) conn->Close();
+        for (ConnBase* conn : doomed) conn->Close();
       }));
     }
   }

@@ -7,6 +7,12 @@
 // `handler_timeout` (then 503). Malformed or oversized requests never reach the handler: they
 // get a problem+json 400/413/431 from the server itself.
 //
+// TLS (SPEC §6): with `tls_cert_file` + `tls_key_file` every listener serves HTTPS only, and
+// with `tls_client_ca_file` it also accepts client certificates (mTLS), whose identity reaches
+// the handler as `HttpRequest::peer_subject`. `ReloadTls` swaps the certificate material for new
+// connections (SIGHUP). Plain servers pay nothing for this: the connection code is a template
+// over the stream type, chosen once per accepted connection.
+//
 // Lifecycle:
 //
 //   Create() ──> running (threads started, no listener)
@@ -19,11 +25,11 @@
 // acceptor per worker (SO_REUSEPORT when threads > 1), and a connection lives on the worker
 // that accepted it, so no strands or locks are needed on the request path.
 //
-// Thread-safety: Listen, CloseListener and Stop may be called from any thread, concurrently.
-// Stop must not be called from a handler (it joins the worker threads). CloseListener called
-// from a handler of this same server with threads > 1 completes asynchronously on the other
-// workers. A Respond may be called from any thread, also after the server stopped or the
-// connection died (it is then ignored).
+// Thread-safety: Listen, CloseListener, ReloadTls and Stop may be called from any thread,
+// concurrently. Stop must not be called from a handler (it joins the worker threads).
+// CloseListener called from a handler of this same server with threads > 1 completes
+// asynchronously on the other workers. A Respond may be called from any thread, also after the
+// server stopped or the connection died (it is then ignored).
 #pragma once
 
 #include <chrono>
@@ -56,15 +62,50 @@ struct ServerOptions {
   // synchronous wait (read-your-writes on a Kafka round trip) with margin.
   std::chrono::milliseconds handler_timeout{30000};
   // When set: counter dcm_http_requests_total{code} and histogram
-  // dcm_http_request_duration_seconds. Must outlive the server.
+  // dcm_http_request_duration_seconds (with TLS also the TLS metrics listed at Create). Must
+  // outlive the server.
   Metrics* metrics = nullptr;
   // The `Server` response header.
   std::string server_name = "dcm";
+
+  // ---- TLS ----
+  // PEM server certificate (leaf first; intermediates may follow in the same file) and its PEM
+  // private key (unencrypted). Both or neither. With both, EVERY listener of this server serves
+  // HTTPS only: no plain-HTTP fallback (a plain request fails the handshake and gets no
+  // answer). The handshake must complete within `read_timeout`; then the first request has
+  // `read_timeout` as on plain connections. Policy: TLS 1.2 minimum; TLS 1.2 only with ECDHE +
+  // AEAD ciphers (AES-GCM, ChaCha20-Poly1305), TLS 1.3 with OpenSSL's defaults; server cipher
+  // preference; renegotiation and compression off; session resumption on (per context, so a
+  // ReloadTls also ends resumption of older sessions).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Optional, needs the two above (mTLS). PEM CA certificate(s) that client certificates must
+  // chain to. Clients are asked for a certificate but need not send one: a client without one
+  // is served with an empty `peer_subject` (the auth layer then wants a bearer token); a
+  // certificate that does not verify (unknown CA, expired, not for client auth) fails the
+  // handshake. A verified certificate sets `HttpRequest::peer_subject` on every request of that
+  // connection to, in this order:
+  //   1. the first SAN URI (e.g. "spiffe://dcm.example/ns/ops/sa/admin"), else
+  //   2. the first SAN DNS name, else
+  //   3. the subject's first CN.
+  // Names with control characters, spaces or non-ASCII bytes (CN: control characters) are
+  // skipped, as if absent.
+  std::string tls_client_ca_file;
 };
 
 class HttpServer {
  public:
-  // Validates `options` (kInvalidArgument) and starts the worker threads.
+  // Validates `options` (kInvalidArgument) and starts the worker threads. With TLS it loads the
+  // certificate, key and client CA first: kInvalidArgument naming the file if one is unreadable
+  // or not PEM, if the key does not match the certificate, or if only one of cert/key is set.
+  //
+  // Metrics with TLS (when `metrics` is set): counter
+  // dcm_http_tls_handshake_failures_total{reason} with reason one of `timeout` (no handshake
+  // within read_timeout), `closed` (the client went away mid-handshake), `not_tls` (plain HTTP
+  // or other non-TLS bytes), `version` (below TLS 1.2), `client_cert` (a client certificate
+  // that did not verify), `peer_alert` (the client aborted, typically: it does not trust our
+  // certificate), `protocol` (anything else, e.g. no shared cipher); gauge
+  // dcm_http_tls_cert_not_after_seconds (Unix time the serving certificate expires).
   static Result<std::unique_ptr<HttpServer>> Create(ServerOptions options);
 
   HttpServer(const HttpServer&) = delete;
@@ -81,6 +122,13 @@ class HttpServer {
   // closes the connections accepted on it. Returns once done (see thread-safety above). Unknown
   // ports are ignored. The port may be bound again with Listen.
   void CloseListener(uint16_t port);
+
+  // Re-reads tls_cert_file, tls_key_file and tls_client_ca_file (the same paths) into a new TLS
+  // context, with Create's checks. OK: connections accepted from now on use the new material;
+  // established connections keep the context they started with. Error (kInvalidArgument):
+  // nothing changes, the previous material stays in use. OK and a no-op on a server without
+  // TLS. Any thread, concurrently with accepts and with itself (meant for SIGHUP).
+  Status ReloadTls();
 
   // Closes every listener and connection and joins the threads. Idempotent.
   void Stop();
