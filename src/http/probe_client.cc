@@ -424,7 +424,8 @@ bool StillOpen(Conn& c) {
 struct Exchanged {
   bool ok = false;
   bool bad_body = false;
-  bool got_some = false;  // any response byte arrived
+  bool got_some = false;   // any response byte arrived
+  bool tls_error = false;  // OpenSSL failed (e.g. an alert after the handshake)
   bool keep_alive = false;
   int status = 0;
   std::string body;
@@ -454,6 +455,9 @@ asio::awaitable<Exchanged> Exchange(Stream* stream, const std::string* request, 
     co_return x;
   }
   if (rec) {
+    // With TLS 1.3 a server that refuses our client certificate says so only after the
+    // handshake completed on our side: its alert arrives here, and is a TLS failure.
+    x.tls_error = rec.category() == asio::error::get_ssl_category();
     x.error = rec == bhttp::error::end_of_stream ? "connection closed before a response"
                                                  : "reading the response: " + rec.message();
     co_return x;
@@ -560,7 +564,8 @@ asio::awaitable<void> RunProbe(Worker* w, std::shared_ptr<Probe> p, Url url) {
       }
       // A kept-alive connection the server closed while we sent: once more on a fresh one.
       if (reused && !x.got_some && attempt == 0) continue;
-      Finish(p.get(), Failed(ProbeFailure::kConnect, std::move(x.error)));
+      Finish(p.get(),
+             Failed(x.tls_error ? ProbeFailure::kTls : ProbeFailure::kConnect, std::move(x.error)));
       break;
     }
   } catch (const std::exception& e) {  // allocation or other unexpected library failures

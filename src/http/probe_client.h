@@ -21,7 +21,9 @@
 // 127.0.0.0/8 (loopback), refused by the outbound policy"), kConnect (refused, reset,
 // unreachable, closed before a response; also a malformed URL, with error "invalid URL: ..."),
 // kTls (any TLS handshake failure: untrusted certificate, host name mismatch, protocol; error
-// "TLS handshake with h:p failed: certificate verify failed (hostname mismatch)"), kTimeout
+// "TLS handshake with h:p failed: certificate verify failed (hostname mismatch)"; also a TLS
+// alert instead of a response, such as a TLS 1.3 server refusing our client certificate after
+// the handshake), kTimeout
 // (deadline), kBadBody (body over max_body_bytes); otherwise kNone with http_status and body:
 // classifying 200 vs other statuses and the JSON is the caller's job. Redirects are never
 // followed: a 3xx is just a status (an http_status failure for the prober). latency_us runs from

@@ -55,12 +55,14 @@ bool SendAll(int fd, const char* data, size_t size) {
 
 }  // namespace
 
-TlsProxy::TlsProxy(const TestCert& server_cert, uint16_t backend_port, const TestCa* client_ca)
+TlsProxy::TlsProxy(const TestCert& server_cert, uint16_t backend_port, const TestCa* client_ca,
+                   int max_version)
     : backend_port_(backend_port) {
   std::signal(SIGPIPE, SIG_IGN);  // OpenSSL writes with write(2): a closed peer must not kill us
   ctx_ = SSL_CTX_new(TLS_server_method());
   SSL_CTX_use_certificate(ctx_, server_cert.cert.get());
   SSL_CTX_use_PrivateKey(ctx_, server_cert.key.get());
+  if (max_version != 0) SSL_CTX_set_max_proto_version(ctx_, max_version);
   if (client_ca != nullptr) {
     X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx_), client_ca->cert());
     SSL_CTX_add_client_CA(ctx_, client_ca->cert());

@@ -27,8 +27,11 @@ namespace dcm::testing {
 class TlsProxy {
  public:
   // `client_ca`: when set, a client certificate signed by it is required (handshake fails
-  // without one).
-  TlsProxy(const TestCert& server_cert, uint16_t backend_port, const TestCa* client_ca = nullptr);
+  // without one). `max_version`: e.g. TLS1_2_VERSION (0 = OpenSSL's newest); with TLS 1.2 a
+  // refused client certificate fails the client's handshake itself, with TLS 1.3 only the
+  // client's first read or write after it.
+  TlsProxy(const TestCert& server_cert, uint16_t backend_port, const TestCa* client_ca = nullptr,
+           int max_version = 0);
   ~TlsProxy();
   TlsProxy(const TlsProxy&) = delete;
   TlsProxy& operator=(const TlsProxy&) = delete;
