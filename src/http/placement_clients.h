@@ -58,9 +58,11 @@ inline constexpr size_t kMaxCachedOrigins = 16;
 class HttpServiceProviderApi : public ServiceProviderApi {
  public:
   // `timeout` bounds each call as a whole (connect, TLS, write, read). `options`: the outbound
-  // policy (`dcm serve` passes its own; null = no filtering, for tests) and the TLS context for
-  // https endpoints (CA, insecure opt-in, the SP client certificate; null = system store).
-  HttpServiceProviderApi(std::chrono::milliseconds timeout, HttpClientOptions options);
+  // policy and the TLS context for https endpoints (CA, insecure opt-in, the SP client
+  // certificate; null = system store). `dcm serve` MUST pass its policy: SP endpoints come from
+  // registrations. The default (no policy: no filtering) is for tests and tools.
+  explicit HttpServiceProviderApi(std::chrono::milliseconds timeout,
+                                  HttpClientOptions options = {});
 
   Result<SpReply> CreateInstance(const std::string& endpoint, const std::string& instance_id,
                                  const std::string& spec_json) override;
