@@ -8,6 +8,7 @@
 #include "consumers/dead_letter.h"
 #include "events/json_read.h"
 #include "src/common/log.h"
+#include "src/common/reply_summary.h"
 
 namespace dcm {
 namespace {
@@ -22,12 +23,13 @@ constexpr char kCleanupActor[] = "dcm/cleanup";  // actor of the cleanup worker'
 
 bool Is2xx(int status) { return status >= 200 && status < 300; }
 
-// The SP's `status` from a create reply, upper-cased; PROVISIONING when it names none.
+// The SP's `status` from a create reply, upper-cased, sanitized and bounded; PROVISIONING when
+// it names none.
 std::string ReplyStatus(const std::string& body) {
   auto parsed = ParseJson(body);
   std::string status;
   if (parsed && parsed->is_object())
-    status = StringMember(simdjson::dom::object(*parsed), "status");
+    status = SanitizeText(StringMember(simdjson::dom::object(*parsed), "status"), 64);
   if (status.empty()) return "PROVISIONING";
   for (auto& c : status) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return status;
@@ -48,11 +50,12 @@ InstanceEvent FailureFact(const InstanceEvent& request, int http_status, std::st
   return f;
 }
 
-// A short description of an SP/policy answer for error messages and events.
+// A short description of an SP answer for error messages and events: the transport error, or
+// SummarizeReply's (bounded, sanitized, never the raw body). A 3xx is a failure like any other
+// non-2xx: redirects are never followed.
 std::string Describe(const Result<SpReply>& reply) {
   if (!reply) return reply.error().message;
-  std::string body = reply->body.substr(0, 200);
-  return "HTTP " + std::to_string(reply->http_status) + (body.empty() ? "" : ": " + body);
+  return SummarizeReply(reply->http_status, reply->content_type, reply->body);
 }
 
 }  // namespace

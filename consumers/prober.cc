@@ -1,6 +1,7 @@
 #include "consumers/prober.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "consumers/catch_up.h"
 #include "src/common/log.h"
@@ -13,10 +14,10 @@ using std::chrono::milliseconds;
 
 constexpr std::chrono::microseconds kLaunchWindow{5000};
 
-constexpr ProbeFailure kFailures[] = {ProbeFailure::kNone,    ProbeFailure::kTimeout,
-                                      ProbeFailure::kConnect, ProbeFailure::kDns,
-                                      ProbeFailure::kTls,     ProbeFailure::kHttpStatus,
-                                      ProbeFailure::kBadBody, ProbeFailure::kReportedUnhealthy};
+constexpr ProbeFailure kFailures[] = {
+    ProbeFailure::kNone,       ProbeFailure::kTimeout, ProbeFailure::kConnect,
+    ProbeFailure::kDns,        ProbeFailure::kTls,     ProbeFailure::kBlocked,
+    ProbeFailure::kHttpStatus, ProbeFailure::kBadBody, ProbeFailure::kReportedUnhealthy};
 
 ScheduleOptions ScheduleOptionsOf(const HealthCheckConfig& h) {
   ScheduleOptions s;
@@ -43,6 +44,7 @@ Prober::Prober(ProberOptions options, const Store* store, const RegistryView* re
       metrics_(metrics),
       clock_(clock),
       scheduler_(ScheduleOptionsOf(options_.health), std::random_device{}()) {
+  static_assert(std::size(kFailures) == std::extent_v<decltype(probes_by_result_)>);
   for (size_t i = 0; i < std::size(kFailures); ++i) {
     const auto name = ProbeFailureName(kFailures[i]);
     probes_by_result_[i] = &metrics_->GetCounter(

@@ -108,7 +108,7 @@ class Prober {
   std::vector<int32_t> pending_assign_;  // group thread only
   bool assigned_ = false;                // an assignment arrived (maybe empty); group thread
 
-  Counter* probes_by_result_[8] = {};
+  Counter* probes_by_result_[9] = {};  // by kFailures in prober.cc: healthy, then each class
   Histogram* latency_ = nullptr;
   Histogram* lag_ = nullptr;
   Gauge* in_flight_ = nullptr;

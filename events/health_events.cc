@@ -7,6 +7,7 @@
 #include "events/json_read.h"
 #include "events/upcast.h"
 #include "src/common/json_writer.h"
+#include "src/common/reply_summary.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
 
@@ -267,8 +268,8 @@ ProbeResponse ClassifyHealthResponse(ProbeResponse r) {
     return r;
   }
   r.failure = ProbeFailure::kBadBody;
-  // Bounded: the status string comes from a remote body.
-  r.error = "status is '" + std::string(status.substr(0, 64)) + "', not healthy or unhealthy";
+  // Bounded and sanitized: the status string comes from a remote body.
+  r.error = "status is '" + SanitizeText(status, 64) + "', not healthy or unhealthy";
   return r;
 }
 

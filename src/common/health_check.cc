@@ -6,12 +6,13 @@
 namespace dcm {
 namespace {
 
-constexpr std::array<std::pair<ProbeFailure, std::string_view>, 8> kNames = {{
+constexpr std::array<std::pair<ProbeFailure, std::string_view>, 9> kNames = {{
     {ProbeFailure::kNone, ""},
     {ProbeFailure::kTimeout, "timeout"},
     {ProbeFailure::kConnect, "connect"},
     {ProbeFailure::kDns, "dns"},
     {ProbeFailure::kTls, "tls"},
+    {ProbeFailure::kBlocked, "blocked"},
     {ProbeFailure::kHttpStatus, "http_status"},
     {ProbeFailure::kBadBody, "bad_body"},
     {ProbeFailure::kReportedUnhealthy, "reported_unhealthy"},

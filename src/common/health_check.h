@@ -20,20 +20,22 @@ enum class ProbeFailure {
   kConnect,            // refused, reset, unreachable, closed before a response
   kDns,                // the host name did not resolve
   kTls,                // handshake failed: certificate not trusted, wrong host name, protocol
+  kBlocked,            // the outbound policy refused every address of the host: no connection
   kHttpStatus,         // a response other than 200
   kBadBody,            // 200 but not a JSON object with status healthy/unhealthy, or too large
   kReportedUnhealthy,  // 200 {"status":"unhealthy"}
 };
 
-// "" for kNone, else the event spelling: "timeout", "connect", "dns", "tls", "http_status",
-// "bad_body", "reported_unhealthy".
+// "" for kNone, else the event spelling: "timeout", "connect", "dns", "tls", "blocked",
+// "http_status", "bad_body", "reported_unhealthy".
 std::string_view ProbeFailureName(ProbeFailure failure);
 std::optional<ProbeFailure> ParseProbeFailure(std::string_view name);
 
 // What the transport saw for one probe.
 struct ProbeResponse {
   // kNone when an HTTP response arrived (then see http_status/body); otherwise kTimeout,
-  // kConnect, kDns, kTls, or kBadBody for a body over the size limit.
+  // kConnect, kDns, kTls, kBlocked (the outbound policy, src/common/outbound_policy.h), or
+  // kBadBody for a body over the size limit.
   ProbeFailure failure = ProbeFailure::kNone;
   int http_status = 0;  // 0 when no response arrived
   std::string body;     // the response body (empty unless a response arrived)

@@ -17,7 +17,10 @@ namespace dcm {
 // kUnavailable or kTimeout.
 struct SpReply {
   int http_status = 0;
+  // The raw body and its Content-Type, for the caller to interpret (the create's `status`).
+  // Never shown to users as is: SummarizeReply (src/common/reply_summary.h) does that.
   std::string body;
+  std::string content_type;
 };
 
 class ServiceProviderApi {

@@ -1,23 +1,31 @@
 // HttpClient implementation: Beast over a private io_context, run to completion for each step,
-// with the tcp_stream expiry enforcing one deadline per Request.
+// with the tcp_stream expiry enforcing one deadline per Request (and a timer for the dial, which
+// runs the dialer's coroutine on the same io_context).
 #include "src/http/client.h"
 
 #include <boost/asio.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <exception>
+#include <optional>
 #include <utility>
 
 #include "src/common/url.h"
+#include "src/http/dialer.h"
 
 namespace dcm::http {
 namespace {
 
 namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using TlsStream = ssl::stream<beast::tcp_stream&>;
 
 constexpr uint64_t kMaxResponseBody = 64u << 20;
 
@@ -35,7 +43,7 @@ std::string HostForUrl(const std::string& host) {
 bool IsStaleConnectionError(const beast::error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-         ec == asio::error::connection_aborted;
+         ec == asio::error::connection_aborted || ec == ssl::error::stream_truncated;
 }
 
 }  // namespace
@@ -43,11 +51,13 @@ bool IsStaleConnectionError(const beast::error_code& ec) {
 struct HttpClient::Impl {
   Status init;
   Url url;
-  std::string origin;     // "http://host:port", for messages
-  std::string base_path;  // prefix for every target, without trailing '/'
+  HttpClientOptions options;  // options.tls is set for https (the default context if none)
+  std::string origin;         // "http://host:port", for messages
+  std::string base_path;      // prefix for every target, without trailing '/'
   std::string host_header;
-  asio::io_context io{1};  // declared before the stream: the socket must not outlive it
+  asio::io_context io{1};  // declared before the streams: the socket must not outlive it
   beast::tcp_stream stream{io};
+  std::unique_ptr<TlsStream> tls;  // https: wraps `stream` by reference; destroyed first
   beast::flat_buffer buffer;
   bool connected = false;
 
@@ -57,6 +67,7 @@ struct HttpClient::Impl {
   }
 
   void Close() {
+    tls.reset();  // no close_notify: the connection is dropped either way
     beast::error_code ec;
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream.close();
@@ -71,51 +82,81 @@ struct HttpClient::Impl {
     return Error{ErrorCode::kUnavailable, what + ": " + step + ": " + ec.message(), {}};
   }
 
-  Result<tcp::resolver::results_type> Resolve(Clock::time_point deadline, const std::string& what) {
-    tcp::resolver resolver(io);
-    asio::steady_timer timer(io);
-    beast::error_code result_ec;
-    tcp::resolver::results_type results;
+  // Resolve, judge, connect (dialer.h), within the deadline.
+  Status Dial(Clock::time_point deadline, const std::string& what) {
     bool timed_out = false;
-    resolver.async_resolve(url.host, std::to_string(url.port),
-                           [&](const beast::error_code& ec, tcp::resolver::results_type r) {
-                             result_ec = ec;
-                             results = std::move(r);
-                             timer.cancel();
-                           });
+    const char* phase = "connecting";
+    tcp::resolver* resolver = nullptr;
+    std::optional<dialer::DialResult> result;
+    std::exception_ptr thrown;
+    asio::steady_timer timer(io);
     timer.expires_at(deadline);
     timer.async_wait([&](const beast::error_code& ec) {
-      if (!ec) {
-        timed_out = true;
-        resolver.cancel();
-      }
+      if (ec) return;  // the dial finished first
+      timed_out = true;
+      if (resolver != nullptr) resolver->cancel();
+      beast::error_code ignored;
+      stream.socket().close(ignored);
     });
+    asio::co_spawn(io,
+                   dialer::Dial(&stream.socket(), url.host, url.port, options.outbound.get(),
+                                dialer::DialWatch{&phase, &resolver, &timed_out}),
+                   [&](std::exception_ptr e, dialer::DialResult r) {
+                     thrown = e;
+                     result = std::move(r);
+                     timer.cancel();
+                   });
     RunIo();
-    if (timed_out) return MakeError(ErrorCode::kTimeout, what + ": resolve timed out");
-    if (result_ec) return tl::unexpected(Fail(result_ec, what, "resolve"));
-    return results;
+    if (thrown) std::rethrow_exception(thrown);  // Request turns it into kInternal
+    if (timed_out) {
+      return MakeError(ErrorCode::kTimeout,
+                       what + ": " +
+                           (phase == std::string_view("resolving") ? "resolve" : "connect") +
+                           " timed out");
+    }
+    switch (result->failure) {
+      case dialer::DialFailure::kNone:
+        return OkStatus();
+      case dialer::DialFailure::kBlocked:
+        return MakeError(ErrorCode::kUnavailable, "blocked: " + result->error + " (" + what + ")");
+      case dialer::DialFailure::kDns:
+      case dialer::DialFailure::kConnect:
+        break;
+    }
+    return MakeError(ErrorCode::kUnavailable, what + ": " + result->error);
+  }
+
+  Status Handshake(Clock::time_point deadline, const std::string& what) {
+    tls = std::make_unique<TlsStream>(stream, options.tls->impl().ctx);
+    if (!dialer::PrepareTls(tls->native_handle(), url.host, options.tls->verifies())) {
+      return MakeError(ErrorCode::kUnavailable, what + ": cannot set up TLS for " + url.host);
+    }
+    beast::error_code ec;
+    stream.expires_at(deadline);
+    tls->async_handshake(ssl::stream_base::client, [&](const beast::error_code& e) { ec = e; });
+    RunIo();
+    if (!ec) return OkStatus();
+    if (ec == beast::error::timeout) {
+      return MakeError(ErrorCode::kTimeout, what + ": TLS handshake timed out");
+    }
+    return MakeError(ErrorCode::kUnavailable,
+                     what + ": " +
+                         dialer::TlsHandshakeError(tls->native_handle(), ec,
+                                                   dialer::HostPort(url.host, url.port)));
   }
 
   Status Connect(Clock::time_point deadline, const std::string& what) {
     if (Clock::now() >= deadline) return MakeError(ErrorCode::kTimeout, what + ": timed out");
-    beast::error_code ec;
-    stream.expires_at(deadline);
-    const auto address = asio::ip::make_address(url.host, ec);
-    if (!ec) {
-      stream.async_connect(tcp::endpoint(address, url.port),
-                           [&](const beast::error_code& e) { ec = e; });
-    } else {
-      ASSIGN_OR_RETURN(auto results, Resolve(deadline, what));
-      stream.expires_at(deadline);
-      stream.async_connect(results,
-                           [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
+    Status status = Dial(deadline, what);
+    if (status) {
+      beast::error_code ec;
+      stream.socket().set_option(tcp::no_delay(true), ec);
+      if (options.tls) status = Handshake(deadline, what);
     }
-    RunIo();
-    if (ec) {
+    if (!status) {
       Close();
-      return tl::unexpected(Fail(ec, what, "connect"));
+      return status;
     }
-    stream.socket().set_option(tcp::no_delay(true), ec);
     connected = true;
     return OkStatus();
   }
@@ -124,10 +165,18 @@ struct HttpClient::Impl {
   // a connection the server had already closed (nothing of a response was read).
   Result<HttpResponse> Exchange(bhttp::request<bhttp::string_body>& req, bool head,
                                 Clock::time_point deadline, const std::string& what, bool* stale) {
+    if (tls) return ExchangeOn(*tls, req, head, deadline, what, stale);
+    return ExchangeOn(stream, req, head, deadline, what, stale);
+  }
+
+  template <class Stream>
+  Result<HttpResponse> ExchangeOn(Stream& s, bhttp::request<bhttp::string_body>& req, bool head,
+                                  Clock::time_point deadline, const std::string& what,
+                                  bool* stale) {
     *stale = false;
     beast::error_code ec;
     stream.expires_at(deadline);
-    bhttp::async_write(stream, req, [&](const beast::error_code& e, size_t) { ec = e; });
+    bhttp::async_write(s, req, [&](const beast::error_code& e, size_t) { ec = e; });
     RunIo();
     if (ec) {
       *stale = IsStaleConnectionError(ec);
@@ -137,7 +186,7 @@ struct HttpClient::Impl {
     parser.body_limit(kMaxResponseBody);
     if (head) parser.skip(true);
     stream.expires_at(deadline);
-    bhttp::async_read(stream, buffer, parser, [&](const beast::error_code& e, size_t) { ec = e; });
+    bhttp::async_read(s, buffer, parser, [&](const beast::error_code& e, size_t) { ec = e; });
     RunIo();
     if (ec) {
       *stale = !parser.got_some() && IsStaleConnectionError(ec);
@@ -156,22 +205,31 @@ struct HttpClient::Impl {
   }
 };
 
-HttpClient::HttpClient(std::string base_url) : impl_(std::make_unique<Impl>()) {
+HttpClient::HttpClient(std::string base_url, HttpClientOptions options)
+    : impl_(std::make_unique<Impl>()) {
   auto url = ParseHttpUrl(base_url);
   if (!url) {
     impl_->init = MakeError(ErrorCode::kInvalidArgument,
                             "base URL '" + base_url + "' " + url.error().message);
     return;
   }
-  if (url->scheme != "http") {
-    impl_->init = MakeError(ErrorCode::kInvalidArgument,
-                            "base URL '" + base_url + "': https is not supported by HttpClient");
-    return;
+  const bool https = url->scheme == "https";
+  if (!https) {
+    options.tls.reset();  // Impl::Connect handshakes whenever a context is set
+  } else if (!options.tls) {
+    auto tls = TlsClientContext::Default();
+    if (!tls) {
+      impl_->init = tl::unexpected(tls.error());
+      return;
+    }
+    options.tls = *tls;
   }
+  impl_->options = std::move(options);
   impl_->url = *url;
   const std::string host = HostForUrl(url->host);
-  impl_->origin = "http://" + host + ":" + std::to_string(url->port);
-  impl_->host_header = url->port == 80 ? host : host + ":" + std::to_string(url->port);
+  impl_->origin = url->scheme + "://" + host + ":" + std::to_string(url->port);
+  const bool default_port = url->port == (https ? 443 : 80);
+  impl_->host_header = default_port ? host : host + ":" + std::to_string(url->port);
   std::string path = url->target.substr(0, url->target.find('?'));
   while (!path.empty() && path.back() == '/') path.pop_back();
   impl_->base_path = path;
@@ -224,10 +282,12 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
 }
 
 Result<HttpResponse> Fetch(const std::string& method, const std::string& url,
-                           const std::string& body, std::chrono::milliseconds timeout) {
+                           const std::string& body, std::chrono::milliseconds timeout,
+                           HttpClientOptions options) {
   ASSIGN_OR_RETURN(Url parsed, ParseHttpUrl(url));
-  HttpClient client(parsed.scheme + "://" + HostForUrl(parsed.host) + ":" +
-                    std::to_string(parsed.port));
+  HttpClient client(
+      parsed.scheme + "://" + HostForUrl(parsed.host) + ":" + std::to_string(parsed.port),
+      std::move(options));
   return client.Request(method, parsed.target, body, "application/json", timeout);
 }
 

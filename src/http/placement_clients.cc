@@ -10,17 +10,19 @@
 
 #include "events/json_read.h"
 #include "src/common/json_writer.h"
+#include "src/common/reply_summary.h"
 #include "src/common/url.h"
 #include "src/http/client.h"
 
 namespace dcm::http {
 namespace {
 
-constexpr size_t kMaxDetailBytes = 1024;
+// Longer than any provider name (1..63 characters, SPEC §3.1) with a wide margin.
+constexpr size_t kMaxSelectedProviderBytes = 128;
 
-// Where a request goes: the origin (the cache key) and the target on it.
+// Where a request goes: the origin (with the options, the cache key) and the target on it.
 struct Target {
-  std::string origin;  // "http://host:port"
+  std::string origin;  // "http://host:port" or "https://host:port"
   std::string raw;     // path and query as given, at least "/"
   std::string path;    // without query and trailing '/', may be empty
 };
@@ -31,14 +33,10 @@ Result<Target> SplitUrl(const std::string& url, std::string_view what) {
     return MakeError(ErrorCode::kInvalidArgument,
                      std::string(what) + " '" + url + "' " + parsed.error().message);
   }
-  if (parsed->scheme != "http") {
-    return MakeError(ErrorCode::kUnavailable,
-                     "https " + std::string(what) + "s are not supported yet ('" + url + "')");
-  }
   Target t;
   const std::string host =
       parsed->host.find(':') != std::string::npos ? "[" + parsed->host + "]" : parsed->host;
-  t.origin = "http://" + host + ":" + std::to_string(parsed->port);
+  t.origin = parsed->scheme + "://" + host + ":" + std::to_string(parsed->port);
   t.raw = parsed->target;
   t.path = parsed->target.substr(0, parsed->target.find('?'));
   while (!t.path.empty() && t.path.back() == '/') t.path.pop_back();
@@ -46,9 +44,13 @@ Result<Target> SplitUrl(const std::string& url, std::string_view what) {
 }
 
 // The per-thread connection cache: at most kMaxCachedOrigins clients, least recently used out.
-HttpClient& ClientFor(const std::string& origin) {
+// Keyed by origin and by the options' identity: a client keeps its options' policy and TLS
+// context alive, so their addresses cannot be reused by other options while it is cached.
+HttpClient& ClientFor(const std::string& origin, const HttpClientOptions& options) {
   struct Entry {
     std::string origin;
+    const void* outbound = nullptr;
+    const void* tls = nullptr;
     std::unique_ptr<HttpClient> client;
     uint64_t last_used = 0;
   };
@@ -56,7 +58,7 @@ HttpClient& ClientFor(const std::string& origin) {
   thread_local uint64_t tick = 0;
   ++tick;
   for (auto& e : cache) {
-    if (e.origin == origin) {
+    if (e.origin == origin && e.outbound == options.outbound.get() && e.tls == options.tls.get()) {
       e.last_used = tick;
       return *e.client;
     }
@@ -68,15 +70,18 @@ HttpClient& ClientFor(const std::string& origin) {
     }
     cache.erase(cache.begin() + static_cast<std::ptrdiff_t>(oldest));
   }
-  cache.push_back(Entry{origin, std::make_unique<HttpClient>(origin), tick});
+  cache.push_back(Entry{origin, options.outbound.get(), options.tls.get(),
+                        std::make_unique<HttpClient>(origin, options), tick});
   return *cache.back().client;
 }
 
 // One request on the cached connection to `t.origin`. Transport errors become kTimeout or
 // kUnavailable (the ports' contract), whatever HttpClient called them.
-Result<HttpResponse> Send(const Target& t, const std::string& method, const std::string& target,
+Result<HttpResponse> Send(const Target& t, const HttpClientOptions& options,
+                          const std::string& method, const std::string& target,
                           const std::string& body, std::chrono::milliseconds timeout) {
-  auto res = ClientFor(t.origin).Request(method, target, body, "application/json", timeout);
+  auto res =
+      ClientFor(t.origin, options).Request(method, target, body, "application/json", timeout);
   if (res) return res;
   const ErrorCode code =
       res.error().code == ErrorCode::kTimeout ? ErrorCode::kTimeout : ErrorCode::kUnavailable;
@@ -93,22 +98,17 @@ Result<std::string> MinifiedSpec(const std::string& spec_json) {
   return Minify(*parsed);
 }
 
-std::string Truncated(std::string_view text) {
-  if (text.size() <= kMaxDetailBytes) return std::string(text);
-  return std::string(text.substr(0, kMaxDetailBytes)) + "...";
+// A 406/409 reply's explanation (problem+json `detail`, else `title`, ...), sanitized and
+// bounded; else what the reply was ("HTTP 406 (empty body)").
+std::string ExplainRefusal(const HttpResponse& res) {
+  std::string detail = ReplyExplanation(res.content_type, res.body);
+  if (!detail.empty()) return detail;
+  return SummarizeReply(res.status, res.content_type, res.body);
 }
 
-// A 406/409 body's explanation: problem+json `detail`, else `title`, else the raw text.
-std::string ExplainRefusal(const HttpResponse& res) {
-  auto parsed = ParseJson(res.body);
-  simdjson::dom::object object;
-  if (parsed && !parsed->get(object)) {
-    std::string detail = StringMember(object, "detail");
-    if (detail.empty()) detail = StringMember(object, "title");
-    if (!detail.empty()) return Truncated(detail);
-  }
-  if (!res.body.empty()) return Truncated(res.body);
-  return "policy manager answered " + std::to_string(res.status) + " without a body";
+// "500: boom", "502 (1,234 bytes of text/html)": SummarizeReply without its "HTTP " prefix.
+std::string StatusSummary(const HttpResponse& res) {
+  return SummarizeReply(res.status, res.content_type, res.body).substr(5);
 }
 
 Error ShapeError(const std::string& url, const std::string& why) {
@@ -151,12 +151,18 @@ Result<PolicyDecision> ReadApproval(const std::string& url, const std::string& b
     if (selected->get(name)) {
       return tl::unexpected(ShapeError(url, "selected_provider is not a string"));
     }
+    if (SanitizeText(name, kMaxSelectedProviderBytes) != name) {
+      return tl::unexpected(ShapeError(url, "selected_provider is not a provider name (" +
+                                                std::to_string(name.size()) +
+                                                " bytes, or blanks or control characters)"));
+    }
     decision.selected_provider = std::string(name);
   }
   auto status = Member(object, "status");
   if (status && !status->is_null()) {
     std::string_view text;
-    decision.status = status->get(text) ? Minify(*status) : std::string(text);
+    decision.status = SanitizeText(status->get(text) ? Minify(*status) : std::string(text),
+                                   kMaxReplySummaryBytes);
   }
   return decision;
 }
@@ -183,8 +189,9 @@ std::string PercentEncode(const std::string& text) {
 
 // ---- HttpServiceProviderApi -------------------------------------------------------------------
 
-HttpServiceProviderApi::HttpServiceProviderApi(std::chrono::milliseconds timeout)
-    : timeout_(timeout) {}
+HttpServiceProviderApi::HttpServiceProviderApi(std::chrono::milliseconds timeout,
+                                               HttpClientOptions options)
+    : timeout_(timeout), options_(std::move(options)) {}
 
 Result<SpReply> HttpServiceProviderApi::CreateInstance(const std::string& endpoint,
                                                        const std::string& instance_id,
@@ -196,23 +203,25 @@ Result<SpReply> HttpServiceProviderApi::CreateInstance(const std::string& endpoi
   w.Key("spec");
   w.Raw(spec);
   w.EndObject();
-  ASSIGN_OR_RETURN(HttpResponse res, Send(t, "POST", t.path + "?id=" + PercentEncode(instance_id),
-                                          w.Take(), timeout_));
-  return SpReply{res.status, std::move(res.body)};
+  ASSIGN_OR_RETURN(
+      HttpResponse res,
+      Send(t, options_, "POST", t.path + "?id=" + PercentEncode(instance_id), w.Take(), timeout_));
+  return SpReply{res.status, std::move(res.body), std::move(res.content_type)};
 }
 
 Result<SpReply> HttpServiceProviderApi::DeleteInstance(const std::string& endpoint,
                                                        const std::string& instance_id) {
   ASSIGN_OR_RETURN(Target t, SplitUrl(endpoint, "SP endpoint"));
-  ASSIGN_OR_RETURN(HttpResponse res,
-                   Send(t, "DELETE", t.path + "/" + PercentEncode(instance_id), "", timeout_));
-  return SpReply{res.status, std::move(res.body)};
+  ASSIGN_OR_RETURN(HttpResponse res, Send(t, options_, "DELETE",
+                                          t.path + "/" + PercentEncode(instance_id), "", timeout_));
+  return SpReply{res.status, std::move(res.body), std::move(res.content_type)};
 }
 
 // ---- HttpPolicyEngine ---------------------------------------------------------------------
 
-HttpPolicyEngine::HttpPolicyEngine(std::string evaluation_url, std::chrono::milliseconds timeout)
-    : url_(std::move(evaluation_url)), timeout_(timeout) {}
+HttpPolicyEngine::HttpPolicyEngine(std::string evaluation_url, std::chrono::milliseconds timeout,
+                                   HttpClientOptions options)
+    : url_(std::move(evaluation_url)), timeout_(timeout), options_(std::move(options)) {}
 
 Result<PolicyDecision> HttpPolicyEngine::Evaluate(const std::string& spec_json) {
   ASSIGN_OR_RETURN(Target t, SplitUrl(url_, "policy manager URL"));
@@ -225,7 +234,8 @@ Result<PolicyDecision> HttpPolicyEngine::Evaluate(const std::string& spec_json) 
   w.Raw(spec);
   w.EndObject();
   w.EndObject();
-  auto res = Send(t, "POST", t.raw, w.Take(), timeout_);  // the URL's path and query as given
+  // The URL's path and query as given.
+  auto res = Send(t, options_, "POST", t.raw, w.Take(), timeout_);
   if (!res) {
     return MakeError(res.error().code, "policy manager: " + res.error().message);
   }
@@ -242,8 +252,7 @@ Result<PolicyDecision> HttpPolicyEngine::Evaluate(const std::string& spec_json) 
     }
     default:
       return MakeError(ErrorCode::kUnavailable,
-                       "policy manager at " + url_ + " answered " + std::to_string(res->status) +
-                           (res->body.empty() ? "" : ": " + Truncated(res->body)));
+                       "policy manager at " + url_ + " answered " + StatusSummary(*res));
   }
 }
 

@@ -14,9 +14,6 @@
 #include "src/http/probe_client.h"
 
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509_vfy.h>
-#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -52,6 +49,7 @@
 
 #include "src/common/log.h"
 #include "src/common/url.h"
+#include "src/http/dialer.h"
 
 namespace dcm::http {
 namespace {
@@ -187,7 +185,7 @@ struct Worker {
 struct Core {
   ProbeClientOptions options;
   std::shared_ptr<spdlog::logger> logger = Logger("probe");
-  std::unique_ptr<ssl::context> tls;
+  std::shared_ptr<const TlsClientContext> tls;
   std::vector<std::unique_ptr<Worker>> workers;
   std::mutex mu;
   bool stopped = false;  // under mu
@@ -361,74 +359,37 @@ void Link(Worker* w, Probe* p) {
 
 // ---- connecting ----------------------------------------------------------------------------
 
-std::string HostPort(const Url& url) {
-  const bool v6 = url.host.find(':') != std::string::npos;
-  return (v6 ? "[" + url.host + "]" : url.host) + ":" + std::to_string(url.port);
-}
-
-// Why a handshake failed, preferring OpenSSL's verify result ("hostname mismatch", "unable to
-// get local issuer certificate") to the generic "certificate verify failed".
-std::string TlsError(TlsStream& tls, const SysError& ec) {
-  const long verify = SSL_get_verify_result(tls.native_handle());
-  if (verify != X509_V_OK) {
-    return std::string("certificate verify failed: ") + X509_verify_cert_error_string(verify);
-  }
-  return "TLS handshake failed: " + ec.message();
-}
-
-// Host name (or IP) verification and SNI on one TLS connection. OpenSSL checks the name during
-// chain verification (the same X509_check_host/X509_check_ip_asc as Asio's
-// host_name_verification callback), and then reports a mismatch as its own verify error.
-bool ConfigureTls(TlsStream& tls, const std::string& host, bool is_ip, bool verify) {
-  SSL* ssl = tls.native_handle();
-  // SNI carries host names only (RFC 6066), never IP literals.
-  if (!is_ip && SSL_set_tlsext_host_name(ssl, host.c_str()) != 1) return false;
-  if (!verify) return true;
-  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-  const int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str())
-                       : X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
-  return ok == 1;
-}
-
 struct Outcome {
   ProbeFailure failure = ProbeFailure::kNone;
   std::string error;
 };
 
-// Resolves, connects and (for https) handshakes `c`. kNone also when the probe finished
-// meanwhile (the caller checks `finished`). `url` and `c` live in the caller's frame.
+// Dials (src/http/dialer.h: resolve, the outbound policy, connect) and, for https, handshakes
+// `c`. kNone also when the probe finished meanwhile (the caller checks `finished`). `url` and
+// `c` live in the caller's frame.
 asio::awaitable<Outcome> Connect(Worker* w, std::shared_ptr<Probe> p, const Url* url, Conn* c) {
-  SysError ec;
-  const auto address = asio::ip::make_address(url->host, ec);
-  const bool is_ip = !ec;
-  if (is_ip) {  // no resolver for IP literals: it would only add a thread hop
-    p->phase = "connecting";
-    std::tie(ec) = co_await c->socket.async_connect(tcp::endpoint(address, url->port), kTuple);
-  } else {
-    p->phase = "resolving";
-    tcp::resolver resolver(*w->ctx);
-    p->resolver = &resolver;
-    auto [rec, results] = co_await resolver.async_resolve(url->host, std::to_string(url->port),
-                                                          tcp::resolver::numeric_service, kTuple);
-    p->resolver = nullptr;
-    if (p->finished) co_return Outcome{};
-    if (rec)
-      co_return Outcome{ProbeFailure::kDns, "cannot resolve " + url->host + ": " + rec.message()};
-    p->phase = "connecting";
-    tcp::endpoint ignored;
-    std::tie(ec, ignored) = co_await asio::async_connect(c->socket, results, kTuple);
-  }
+  Core* core = w->core;
+  p->phase = "connecting";
+  const dialer::DialResult dialed =
+      co_await dialer::Dial(&c->socket, url->host, url->port, core->options.outbound.get(),
+                            dialer::DialWatch{&p->phase, &p->resolver, &p->finished});
   if (p->finished) co_return Outcome{};
-  if (ec) {
-    co_return Outcome{ProbeFailure::kConnect, "connect to " + HostPort(*url) + ": " + ec.message()};
+  switch (dialed.failure) {
+    case dialer::DialFailure::kNone:
+      break;
+    case dialer::DialFailure::kDns:
+      co_return Outcome{ProbeFailure::kDns, dialed.error};
+    case dialer::DialFailure::kBlocked:
+      co_return Outcome{ProbeFailure::kBlocked, dialed.error};
+    case dialer::DialFailure::kConnect:
+      co_return Outcome{ProbeFailure::kConnect, dialed.error};
   }
+  SysError ec;
   c->socket.set_option(tcp::no_delay(true), ec);
   if (!c->https) co_return Outcome{};
 
-  Core* core = w->core;
-  c->tls = std::make_unique<TlsStream>(c->socket, *core->tls);
-  if (!ConfigureTls(*c->tls, url->host, is_ip, !core->options.insecure_skip_verify)) {
+  c->tls = std::make_unique<TlsStream>(c->socket, core->tls->impl().ctx);
+  if (!dialer::PrepareTls(c->tls->native_handle(), url->host, core->tls->verifies())) {
     co_return Outcome{ProbeFailure::kTls, "cannot set up TLS for " + url->host};
   }
   p->phase = "waiting for a TLS handshake slot";
@@ -439,7 +400,11 @@ asio::awaitable<Outcome> Connect(Worker* w, std::shared_ptr<Probe> p, const Url*
   p->phase = "TLS handshake";
   auto [hec] = co_await c->tls->async_handshake(ssl::stream_base::client, kTuple);
   if (p->finished) co_return Outcome{};
-  if (hec) co_return Outcome{ProbeFailure::kTls, TlsError(*c->tls, hec)};
+  if (hec) {
+    co_return Outcome{ProbeFailure::kTls,
+                      dialer::TlsHandshakeError(c->tls->native_handle(), hec,
+                                                dialer::HostPort(url->host, url->port))};
+  }
   co_return Outcome{};
 }
 
@@ -459,7 +424,8 @@ bool StillOpen(Conn& c) {
 struct Exchanged {
   bool ok = false;
   bool bad_body = false;
-  bool got_some = false;  // any response byte arrived
+  bool got_some = false;   // any response byte arrived
+  bool tls_error = false;  // OpenSSL failed (e.g. an alert after the handshake)
   bool keep_alive = false;
   int status = 0;
   std::string body;
@@ -489,6 +455,9 @@ asio::awaitable<Exchanged> Exchange(Stream* stream, const std::string* request, 
     co_return x;
   }
   if (rec) {
+    // With TLS 1.3 a server that refuses our client certificate says so only after the
+    // handshake completed on our side: its alert arrives here, and is a TLS failure.
+    x.tls_error = rec.category() == asio::error::get_ssl_category();
     x.error = rec == bhttp::error::end_of_stream ? "connection closed before a response"
                                                  : "reading the response: " + rec.message();
     co_return x;
@@ -595,7 +564,8 @@ asio::awaitable<void> RunProbe(Worker* w, std::shared_ptr<Probe> p, Url url) {
       }
       // A kept-alive connection the server closed while we sent: once more on a fresh one.
       if (reused && !x.got_some && attempt == 0) continue;
-      Finish(p.get(), Failed(ProbeFailure::kConnect, std::move(x.error)));
+      Finish(p.get(),
+             Failed(x.tls_error ? ProbeFailure::kTls : ProbeFailure::kConnect, std::move(x.error)));
       break;
     }
   } catch (const std::exception& e) {  // allocation or other unexpected library failures
@@ -641,36 +611,6 @@ size_t DefaultIdleCap() {
   return (nofile - reserve) / 2;
 }
 
-Result<std::unique_ptr<ssl::context>> MakeTlsContext(const ProbeClientOptions& o) {
-  std::unique_ptr<ssl::context> ctx;
-  try {
-    ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
-  } catch (const std::exception& e) {
-    return MakeError(ErrorCode::kInternal, std::string("cannot create a TLS context: ") + e.what());
-  }
-  SSL_CTX* raw = ctx->native_handle();
-  SSL_CTX_set_min_proto_version(raw, TLS1_2_VERSION);
-  // Frees the ~34 KiB read/write buffers while a connection is idle: most kept-alive TLS
-  // connections are idle most of the time (HTTP-NOTES: ~84 KiB per idle TLS connection).
-  SSL_CTX_set_mode(raw, SSL_MODE_RELEASE_BUFFERS);
-  SysError ec;
-  ctx->set_verify_mode(o.insecure_skip_verify ? ssl::verify_none : ssl::verify_peer, ec);
-  if (!o.ca_file.empty()) {
-    ctx->load_verify_file(o.ca_file, ec);
-    if (ec) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "cannot load ca_file '" + o.ca_file + "': " + ec.message());
-    }
-  } else {
-    ctx->set_default_verify_paths(ec);
-    if (ec) {
-      return MakeError(ErrorCode::kInternal,
-                       "cannot load the system CA certificates: " + ec.message());
-    }
-  }
-  return ctx;
-}
-
 }  // namespace
 
 struct ProbeClient::Impl : Core {};
@@ -684,7 +624,19 @@ Result<std::unique_ptr<ProbeClient>> ProbeClient::Create(ProbeClientOptions opti
     return bad("user_agent must not contain line breaks");
   }
   auto impl = std::make_unique<Impl>();
-  ASSIGN_OR_RETURN(impl->tls, MakeTlsContext(options));
+  if (options.tls) {
+    if (!options.ca_file.empty() || options.insecure_skip_verify ||
+        !options.client_cert_file.empty() || !options.client_key_file.empty()) {
+      return bad(
+          "give either tls or ca_file/insecure_skip_verify/client_cert_file/"
+          "client_key_file, not both");
+    }
+    impl->tls = options.tls;
+  } else {
+    ASSIGN_OR_RETURN(impl->tls, TlsClientContext::Create(TlsClientOptions{
+                                    options.ca_file, options.insecure_skip_verify,
+                                    options.client_cert_file, options.client_key_file}));
+  }
   const size_t threads = static_cast<size_t>(options.threads);
   const size_t idle_total =
       options.max_idle_connections > 0 ? options.max_idle_connections : DefaultIdleCap();

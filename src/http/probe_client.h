@@ -7,19 +7,28 @@
 //
 //   Check ──post──> idle connection for key with the same scheme/host/port? ──yes──> reuse
 //                              │ no                                        (dead → fresh)
-//                   resolve (skipped for IP literals) → connect → [TLS slot → handshake]
+//                   dial (src/http/dialer.h: resolve unless an IP literal, judge every
+//                   address with the outbound policy, connect to the judged ones)
+//                              → [TLS slot → handshake]
 //                              │
 //                   write GET → read response ──ok, keep-alive──> back to the idle pool
 //                              │      └── reused connection failed before any response byte:
 //                              │          once more on a fresh connection, same deadline
 //                   done(ProbeResponse)  ◀── or the deadline timer, whichever comes first
 //
-// Results: failure = kDns (resolve failed), kConnect (refused, reset, unreachable, closed before
-// a response; also a malformed URL, with error "invalid URL: ..."), kTls (any TLS handshake
-// failure: untrusted certificate, host name mismatch, protocol), kTimeout (deadline), kBadBody
-// (body over max_body_bytes); otherwise kNone with http_status and body: classifying 200 vs
-// other statuses and the JSON is the caller's job. latency_us runs from the Check call, so it
-// includes a wait for a TLS handshake slot (that wait is charged to the deadline as well).
+// Results: failure = kDns (resolve failed), kBlocked (the outbound policy refused every address
+// of the host: no socket was opened; error = the policy's reason, e.g. "127.0.0.1 is in
+// 127.0.0.0/8 (loopback), refused by the outbound policy"), kConnect (refused, reset,
+// unreachable, closed before a response; also a malformed URL, with error "invalid URL: ..."),
+// kTls (any TLS handshake failure: untrusted certificate, host name mismatch, protocol; error
+// "TLS handshake with h:p failed: certificate verify failed (hostname mismatch)"; also a TLS
+// alert instead of a response, such as a TLS 1.3 server refusing our client certificate after
+// the handshake), kTimeout
+// (deadline), kBadBody (body over max_body_bytes); otherwise kNone with http_status and body:
+// classifying 200 vs other statuses and the JSON is the caller's job. Redirects are never
+// followed: a 3xx is just a status (an http_status failure for the prober). latency_us runs from
+// the Check call, so it includes a wait for a TLS handshake slot (that wait is charged to the
+// deadline as well).
 //
 // Deadline: one per probe, counted from the Check call. When it passes, `done` runs at once with
 // kTimeout ("no response in 2000 ms (connecting)", naming the phase); the connection is closed
@@ -46,7 +55,9 @@
 #include <string>
 
 #include "src/common/health_check.h"
+#include "src/common/outbound_policy.h"
 #include "src/common/result.h"
+#include "src/http/tls_client.h"
 
 namespace dcm::http {
 
@@ -58,11 +69,21 @@ struct ProbeClientOptions {
   // handshakes at once made every client collapse (HTTP-NOTES); the rest wait for a slot, and
   // the wait counts toward the probe's deadline.
   size_t max_tls_handshakes = 512;
+  // Judges every address a probe would connect to (src/common/outbound_policy.h); null = every
+  // address is allowed (tests). `dcm serve` always passes one.
+  std::shared_ptr<const OutboundPolicy> outbound;
+  // TLS: either `tls`, a context built once and shared (e.g. with the SP API client), or the
+  // four fields below, from which Create builds one. Giving both is an error.
+  std::shared_ptr<const TlsClientContext> tls;
   // PEM CA bundle that verifies servers; empty = the system's default verify paths (Debian's
   // bundle: ~110 ms once, in Create).
   std::string ca_file;
   // Explicit opt-in: no certificate or host name verification (SNI is still sent).
   bool insecure_skip_verify = false;
+  // Optional client certificate (PEM chain) and key for SPs that require mTLS
+  // (SP_CLIENT_CERT_FILE / SP_CLIENT_KEY_FILE): both or neither.
+  std::string client_cert_file;
+  std::string client_key_file;
   // A response body larger than this (by Content-Length, or while reading chunks) fails the
   // probe with ProbeFailure::kBadBody.
   size_t max_body_bytes = 64 * 1024;
@@ -87,7 +108,9 @@ struct ProbeClientOptions {
 class ProbeClient final : public HealthChecker {
  public:
   // kInvalidArgument for bad options (threads outside 1..256, a zero limit, an unreadable or
-  // invalid ca_file); kInternal if OpenSSL cannot be set up. Starts the worker threads.
+  // invalid ca_file, only one of client_cert_file / client_key_file, a certificate or key that
+  // does not load or match, `tls` together with the file options); kInternal if OpenSSL cannot
+  // be set up. Starts the worker threads.
   static Result<std::unique_ptr<ProbeClient>> Create(ProbeClientOptions options);
 
   ProbeClient(const ProbeClient&) = delete;

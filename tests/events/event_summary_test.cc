@@ -99,6 +99,12 @@ TEST(EventSummaryTest, ProbeSummaryReadsTheTypedStructNotTheWireFields) {
   probe.error = "";
   EXPECT_EQ(SummarizeEvent(EncodeHealthProbe(probe, "dcm/prober/test")),
             "probe failed: http_status (HTTP 503)");
+  probe.failure = ProbeFailure::kBlocked;
+  probe.http_status = 0;
+  probe.error = "127.0.0.1 is in 127.0.0.0/8 (loopback), refused by the outbound policy";
+  EXPECT_EQ(SummarizeEvent(EncodeHealthProbe(probe, "dcm/prober/test")),
+            "probe failed: blocked (127.0.0.1 is in 127.0.0.0/8 (loopback), refused by the "
+            "outbound policy)");
 }
 
 TEST(EventSummaryTest, HealthChangeWithOtherReasonFollowsAColon) {

@@ -48,6 +48,23 @@ TEST(HealthEventsTest, ProbeRoundTripsWithItsEventIdAndTime) {
   EXPECT_EQ(*decoded, p);
 }
 
+TEST(HealthEventsTest, BlockedProbeRoundTripsWithItsFailureClassAndReason) {
+  HealthProbe p = SampleProbe();
+  p.failure = ProbeFailure::kBlocked;
+  p.http_status = 0;
+  p.latency_us = 40;
+  p.error = "127.0.0.1 is in 127.0.0.0/8 (loopback), refused by the outbound policy";
+  CloudEvent e = EncodeHealthProbe(p, "dcm/prober/x");
+  EXPECT_NE(e.data.find(R"("failure_class":"blocked")"), std::string::npos) << e.data;
+  EXPECT_NE(e.data.find(R"("http_status":null)"), std::string::npos) << e.data;
+  auto decoded = DecodeHealthProbe(e);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, p);
+  EXPECT_EQ(
+      ClassifyHealthResponse(ProbeResponse{ProbeFailure::kBlocked, 0, "", 40, p.error}).failure,
+      ProbeFailure::kBlocked);
+}
+
 TEST(HealthEventsTest, HealthyProbeHasNullFailureClassAndAFreshIdWhenNoneGiven) {
   HealthProbe p = SampleProbe();
   p.probe_id.clear();
@@ -95,6 +112,7 @@ TEST(HealthEventsTest, FailureClassNamesAreTheEventSpelling) {
                                {ProbeFailure::kConnect, "connect"},
                                {ProbeFailure::kDns, "dns"},
                                {ProbeFailure::kTls, "tls"},
+                               {ProbeFailure::kBlocked, "blocked"},
                                {ProbeFailure::kHttpStatus, "http_status"},
                                {ProbeFailure::kBadBody, "bad_body"},
                                {ProbeFailure::kReportedUnhealthy, "reported_unhealthy"}}) {
@@ -131,6 +149,12 @@ TEST(HealthEventsTest, BadBodyErrorIsBoundedWhateverTheProviderSends) {
   auto r = ClassifyHealthResponse(Answer(200, R"({"status":")" + std::string(10000, 'x') + "\"}"));
   EXPECT_EQ(r.failure, ProbeFailure::kBadBody);
   EXPECT_LT(r.error.size(), 200u);
+}
+
+TEST(HealthEventsTest, BadBodyErrorCarriesNoControlCharactersFromTheProvider) {
+  auto r = ClassifyHealthResponse(Answer(200, R"({"status":"\u001b[2J\u202eok\r\n"})"));
+  EXPECT_EQ(r.failure, ProbeFailure::kBadBody);
+  EXPECT_EQ(r.error, "status is '\xEF\xBF\xBD[2J\xEF\xBF\xBDok', not healthy or unhealthy");
 }
 
 TEST(HealthEventsTest, MalformedProbeDataIsCorruption) {

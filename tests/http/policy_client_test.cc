@@ -1,10 +1,12 @@
 // Contract test of HttpPolicyEngine (SPEC §3.3, DCM's Policy Manager
 // POST /api/v1alpha1/policies:evaluateRequest) against a fake Policy Manager served by our own
 // HttpServer on loopback: what it sends, and every kind of answer (200 with and without a
-// selected provider, 406, 409, 5xx, a malformed 200, no answer, no listener).
+// selected provider, 406, 409, 5xx, a redirect, a malformed 200, no answer, no listener), and
+// over HTTPS through a TLS-terminating proxy (tests/common/tls_proxy.h).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <simdjson.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,8 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "src/common/reply_summary.h"
 #include "src/http/placement_clients.h"
 #include "src/http/server.h"
+#include "tests/common/test_pki.h"
+#include "tests/common/tls_proxy.h"
 
 namespace dcm::http {
 namespace {
@@ -53,9 +58,10 @@ class FakePolicyManager {
     held_.clear();
   }
 
-  void Answer(int status, std::string body, std::string content_type = "application/json") {
+  void Answer(int status, std::string body, std::string content_type = "application/json",
+              std::vector<std::pair<std::string, std::string>> headers = {}) {
     std::lock_guard lock(mu_);
-    answer_ = HttpResponse{status, std::move(content_type), std::move(body), {}};
+    answer_ = HttpResponse{status, std::move(content_type), std::move(body), std::move(headers)};
   }
   void Hold() {
     std::lock_guard lock(mu_);
@@ -66,6 +72,7 @@ class FakePolicyManager {
     return requests_;
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + kPath; }
+  uint16_t port() const { return port_; }
 
  private:
   mutable std::mutex mu_;
@@ -191,7 +198,17 @@ TEST_F(PolicyClientTest, Rejected406CarriesTheProblemDetail) {
   pm_.Answer(406, std::string(5000, 'x'), "text/plain");  // bounded
   decision = Evaluate();
   ASSERT_TRUE(decision);
-  EXPECT_LE(decision->detail.size(), 1024u + 3);
+  EXPECT_LE(decision->detail.size(), kMaxReplySummaryBytes);
+
+  pm_.Answer(406, "<html>" + std::string(2000, 'x') + "</html>", "text/html");  // never echoed
+  decision = Evaluate();
+  ASSERT_TRUE(decision);
+  EXPECT_EQ(decision->detail, "HTTP 406 (2,013 bytes of text/html)");
+
+  pm_.Answer(406, R"({"detail":"no\u001b[2J\nway"})", "application/problem+json");  // sanitized
+  decision = Evaluate();
+  ASSERT_TRUE(decision);
+  EXPECT_EQ(decision->detail, "no\xEF\xBF\xBD[2J way");
 }
 
 TEST_F(PolicyClientTest, Conflict409CarriesTheDetail) {
@@ -225,24 +242,55 @@ TEST_F(PolicyClientTest, NoAnswerWithinTheTimeoutIsATimeout) {
   EXPECT_EQ(pm_.requests().size(), 1u);  // it did arrive
 }
 
+TEST_F(PolicyClientTest, ARedirectIsUnavailableAndIsNotFollowed) {
+  // A listener nobody accepts from: a followed redirect would reach its accept queue.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string elsewhere =
+      "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + std::string(kPath);
+  pm_.Answer(307, "", "text/plain", {{"Location", elsewhere}});
+  auto decision = Evaluate();
+  ASSERT_FALSE(decision);
+  EXPECT_EQ(decision.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(decision.error().message.find("answered 307"), std::string::npos)
+      << decision.error().message;
+  pollfd pfd{fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&pfd, 1, 50), 0) << "the redirect was followed";
+  ::close(fd);
+}
+
 TEST_F(PolicyClientTest, ServerErrorsAndOtherStatusesAreUnavailable) {
   for (int status : {500, 503, 400, 404, 201}) {
     pm_.Answer(status, R"({"detail":"boom"})");
     auto decision = Evaluate();
     ASSERT_FALSE(decision) << status;
     EXPECT_EQ(decision.error().code, ErrorCode::kUnavailable) << status;
-    EXPECT_NE(decision.error().message.find("answered " + std::to_string(status)),
+    EXPECT_NE(decision.error().message.find("answered " + std::to_string(status) + ": boom"),
               std::string::npos)
         << decision.error().message;
   }
+  pm_.Answer(502, "<html>" + std::string(100000, 'x') + "</html>", "text/html");
+  auto decision = Evaluate();
+  ASSERT_FALSE(decision);
+  EXPECT_EQ(decision.error().message,
+            "policy manager at " + pm_.url() + " answered 502 (100,013 bytes of text/html)");
 }
 
 TEST_F(PolicyClientTest, AMalformed200IsUnavailable) {
-  for (const char* body :
-       {"not json", "", "[1,2]", R"("approved")", "null", R"({"evaluated_service_instance":"x"})",
-        R"({"evaluated_service_instance":{"spec":[1]}})",
-        R"({"evaluated_service_instance":{"spec":"x"}})", R"({"selected_provider":7})",
-        R"({"selectedProvider":{"name":"a"}})"}) {
+  for (const std::string& body : std::vector<std::string>{
+           "not json", "", "[1,2]", R"("approved")", "null",
+           R"({"evaluated_service_instance":"x"})",
+           R"({"evaluated_service_instance":{"spec":[1]}})",
+           R"({"evaluated_service_instance":{"spec":"x"}})", R"({"selected_provider":7})",
+           R"({"selectedProvider":{"name":"a"}})",
+           R"({"selected_provider":")" + std::string(200, 'a') + R"("})",
+           R"({"selected_provider":"sp[2J"})"}) {
     pm_.Answer(200, body);
     auto decision = Evaluate();
     ASSERT_FALSE(decision) << body;
@@ -289,13 +337,32 @@ TEST_F(PolicyClientTest, KeepsTheConfiguredQueryAndReusesTheEngine) {
   EXPECT_EQ(*requests[2].Query("tenant"), "t1");
 }
 
-TEST_F(PolicyClientTest, HttpsBadUrlsAndBadSpecsFailClearlyWithoutARequest) {
-  auto https =
-      HttpPolicyEngine("https://pm:8443/api/v1alpha1/policies:evaluateRequest", 2s).Evaluate(kSpec);
-  ASSERT_FALSE(https);
-  EXPECT_EQ(https.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(https.error().message.find("not supported yet"), std::string::npos)
-      << https.error().message;
+TEST_F(PolicyClientTest, PolicyManagerOverHttps) {
+  testing::TestCa ca("policy manager CA");
+  testing::TestCert cert = ca.Issue("pm.test", "IP:127.0.0.1", testing::CertUsage::kServer);
+  ASSERT_TRUE(ca.ok() && cert.ok());
+  testing::TlsProxy proxy(cert, pm_.port());
+  const std::string url = "https://127.0.0.1:" + std::to_string(proxy.port()) + kPath;
+  pm_.Answer(200, R"({"selected_provider":"sp-1","status":"APPROVED"})");
+  auto tls = TlsClientContext::Create({ca.cert_file(), false, "", ""});
+  ASSERT_TRUE(tls) << tls.error().message;
+  HttpPolicyEngine engine(url, 2s, HttpClientOptions{nullptr, *tls});
+  for (int i = 0; i < 2; ++i) {
+    auto decision = engine.Evaluate(kSpec);
+    ASSERT_TRUE(decision) << decision.error().message;
+    EXPECT_EQ(decision->selected_provider, "sp-1");
+  }
+  EXPECT_EQ(proxy.accepted(), 1);  // kept alive
+  // Without the CA (the system store by default) the Policy Manager is not trusted.
+  auto untrusted = HttpPolicyEngine(url, 2s).Evaluate(kSpec);
+  ASSERT_FALSE(untrusted);
+  EXPECT_EQ(untrusted.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(untrusted.error().message.find("certificate verify failed"), std::string::npos)
+      << untrusted.error().message;
+  EXPECT_EQ(pm_.requests().size(), 2u);
+}
+
+TEST_F(PolicyClientTest, BadUrlsAndBadSpecsFailClearlyWithoutARequest) {
   auto bad_url = HttpPolicyEngine("not a url", 2s).Evaluate(kSpec);
   ASSERT_FALSE(bad_url);
   EXPECT_EQ(bad_url.error().code, ErrorCode::kInvalidArgument);

@@ -23,8 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include "events/health_events.h"
+#include "src/common/outbound_policy.h"
 #include "src/http/server.h"
 #include "tests/common/test_pki.h"
+#include "tests/common/tls_proxy.h"
 
 namespace dcm::http {
 namespace {
@@ -604,6 +607,121 @@ TEST_F(ProbeClientTest, CreateRejectsBadOptions) {
   EXPECT_FALSE(ProbeClient::Create(options));
 }
 
+TEST_F(ProbeClientTest, CreateRejectsHalfAClientCertificateAndTwoTlsSources) {
+  testing::TestCa ca("probe client CA");
+  auto cert = ca.Issue("dcm", "", testing::CertUsage::kClient);
+  ASSERT_TRUE(cert.ok());
+  ProbeClientOptions half;
+  half.client_cert_file = cert.cert_file;
+  auto client = ProbeClient::Create(half);
+  ASSERT_FALSE(client);
+  EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(client.error().message.find("go together"), std::string::npos);
+
+  ProbeClientOptions both;
+  auto tls = TlsClientContext::Create({ca.cert_file(), false, "", ""});
+  ASSERT_TRUE(tls) << tls.error().message;
+  both.tls = *tls;
+  both.ca_file = ca.cert_file();
+  client = ProbeClient::Create(both);
+  ASSERT_FALSE(client);
+  EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
+  both.ca_file.clear();
+  EXPECT_TRUE(ProbeClient::Create(both));
+}
+
+// ---- redirects ----------------------------------------------------------------------------
+
+TEST_F(ProbeClientTest, RedirectIsAnHttpStatusFailureAndIsNotFollowed) {
+  ScriptedServer elsewhere(AlwaysRespond);
+  const std::string location = elsewhere.Url();
+  const std::string url = Serve([location](HttpRequest, Respond respond) {
+    respond(HttpResponse{302, "text/plain", "", {{"Location", location}}});
+  });
+  auto client = Client();
+  ProbeResponse r = Probe(*client, "sp-1", url);
+  EXPECT_EQ(r.failure, ProbeFailure::kNone) << r.error;  // the transport saw a response
+  EXPECT_EQ(r.http_status, 302);
+  ProbeResponse classified = ClassifyHealthResponse(r);
+  EXPECT_EQ(classified.failure, ProbeFailure::kHttpStatus);
+  EXPECT_EQ(classified.error, "HTTP 302");
+  std::this_thread::sleep_for(50ms);  // a follow-up connection would have been accepted by now
+  EXPECT_EQ(elsewhere.connections(), 0);
+}
+
+// ---- the outbound policy ------------------------------------------------------------------
+
+std::shared_ptr<const OutboundPolicy> Policy(std::vector<std::string> allow = {}) {
+  OutboundPolicy::Options options;
+  options.allow_cidrs = std::move(allow);
+  auto policy = OutboundPolicy::Create(options);
+  EXPECT_TRUE(policy) << policy.error().message;
+  return std::make_shared<const OutboundPolicy>(std::move(*policy));
+}
+
+class ProbeClientOutboundTest : public ProbeClientTest {
+ protected:
+  std::unique_ptr<ProbeClient> PolicyClient(std::vector<std::string> allow = {}) {
+    ProbeClientOptions options;
+    options.outbound = Policy(std::move(allow));
+    return Client(options);
+  }
+  std::string UrlOf(const std::string& host) const {
+    return "http://" + host + ":" + std::to_string(server_.port()) + "/health";
+  }
+  // No connection reached the server (one that had would have been accepted by now).
+  void ExpectNoConnection() {
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(server_.connections(), 0);
+  }
+
+  ScriptedServer server_{AlwaysRespond};
+};
+
+TEST_F(ProbeClientOutboundTest, LocalhostIsBlockedAndNoConnectionIsMade) {
+  auto client = PolicyClient();
+  ProbeResponse r = Probe(*client, "sp-1", UrlOf("localhost"));
+  EXPECT_EQ(r.failure, ProbeFailure::kBlocked) << r.error;
+  EXPECT_EQ(ProbeFailureName(r.failure), "blocked");
+  EXPECT_EQ(r.error.rfind("localhost resolves only to refused addresses: ", 0), 0u) << r.error;
+  EXPECT_NE(r.error.find("127.0.0.1 is in 127.0.0.0/8 (loopback), refused by the outbound policy"),
+            std::string::npos)
+      << r.error;
+  EXPECT_EQ(r.http_status, 0);
+  EXPECT_EQ(ClassifyHealthResponse(r).failure, ProbeFailure::kBlocked);
+  ExpectNoConnection();
+}
+
+TEST_F(ProbeClientOutboundTest, RefusedIpLiteralsAreBlockedInEverySpelling) {
+  auto client = PolicyClient();
+  ProbeResponse r = Probe(*client, "sp-1", UrlOf("127.0.0.1"));
+  EXPECT_EQ(r.failure, ProbeFailure::kBlocked) << r.error;
+  EXPECT_EQ(r.error, "127.0.0.1 is in 127.0.0.0/8 (loopback), refused by the outbound policy");
+  // Spellings the resolver turns into 127.0.0.1, and IPv6 forms that embed it.
+  for (const char* host : {"2130706433", "0x7f000001", "127.1", "[::ffff:127.0.0.1]"}) {
+    ProbeResponse spelled = Probe(*client, std::string("sp-") + host, UrlOf(host));
+    EXPECT_EQ(spelled.failure, ProbeFailure::kBlocked) << host << ": " << spelled.error;
+  }
+  ExpectNoConnection();
+}
+
+TEST_F(ProbeClientOutboundTest, AnAllowedCidrLetsTheProbeThrough) {
+  auto client = PolicyClient({"127.0.0.0/8"});
+  ProbeResponse r = Probe(*client, "sp-1", UrlOf("127.0.0.1"));
+  EXPECT_EQ(r.failure, ProbeFailure::kNone) << r.error;
+  EXPECT_EQ(r.http_status, 200);
+  // localhost's ::1 (if any) stays refused and is dropped; its 127.0.0.1 is used.
+  ProbeResponse named = Probe(*client, "sp-2", UrlOf("localhost"));
+  EXPECT_EQ(named.failure, ProbeFailure::kNone) << named.error;
+  EXPECT_EQ(server_.connections(), 2);
+}
+
+TEST_F(ProbeClientOutboundTest, NoPolicyAllowsEverything) {
+  auto client = Client();
+  ProbeResponse r = Probe(*client, "sp-1", UrlOf("127.0.0.1"));
+  EXPECT_EQ(r.failure, ProbeFailure::kNone) << r.error;
+}
+
 // ---- HTTPS --------------------------------------------------------------------------------
 
 class ProbeClientTlsTest : public ProbeClientTest {
@@ -688,6 +806,61 @@ TEST_F(ProbeClientTlsTest, WaitForAHandshakeSlotCountsTowardTheDeadline) {
   EXPECT_NE(r.error.find("TLS handshake slot"), std::string::npos) << r.error;
   EXPECT_LT(r.latency_us, 400'000);
   EXPECT_EQ(Await(stuck).failure, ProbeFailure::kTimeout);
+}
+
+// ---- mTLS: a client certificate for SPs that require one ----------------------------------
+
+class ProbeClientMtlsTest : public ProbeClientTest {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(pki_.ok() && client_ca_.ok() && client_cert_.ok());
+    const std::string url = Serve(Healthy);
+    backend_port_ = static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+    proxy_ = std::make_unique<testing::TlsProxy>(pki_.server, backend_port_, &client_ca_);
+  }
+  std::string Url() const {
+    return "https://127.0.0.1:" + std::to_string(proxy_->port()) + "/api/vm/health";
+  }
+
+  Pki pki_;
+  testing::TestCa client_ca_{"SP client CA"};
+  testing::TestCert client_cert_ =
+      client_ca_.Issue("dcm-prober", "URI:spiffe://dcm.test/prober", testing::CertUsage::kClient);
+  uint16_t backend_port_ = 0;
+  std::unique_ptr<testing::TlsProxy> proxy_;
+};
+
+TEST_F(ProbeClientMtlsTest, ClientCertificateIsPresentedWhenConfigured) {
+  ProbeClientOptions options;
+  options.ca_file = pki_.trusted_file;
+  options.client_cert_file = client_cert_.cert_file;
+  options.client_key_file = client_cert_.key_file;
+  auto client = Client(options);
+  ProbeResponse r = Probe(*client, "sp-1", Url());
+  EXPECT_EQ(r.failure, ProbeFailure::kNone) << r.error;
+  EXPECT_EQ(r.http_status, 200);
+  EXPECT_EQ(proxy_->client_subjects(), std::vector<std::string>{"dcm-prober"});
+}
+
+TEST_F(ProbeClientMtlsTest, WithoutAClientCertificateTheProbeFails) {
+  ProbeClientOptions options;
+  options.ca_file = pki_.trusted_file;
+  auto client = Client(options);
+  // TLS 1.3: the server refuses after our side of the handshake completed, so the failure shows
+  // as its alert (kTls) or, when the server's reset wins the race, as a reset (kConnect).
+  ProbeResponse r = Probe(*client, "sp-1", Url());
+  EXPECT_TRUE(r.failure == ProbeFailure::kTls || r.failure == ProbeFailure::kConnect) << r.error;
+  EXPECT_EQ(r.http_status, 0);
+  // TLS 1.2: the handshake itself fails.
+  testing::TlsProxy tls12(pki_.server, backend_port_, &client_ca_, TLS1_2_VERSION);
+  r = Probe(*client, "sp-2",
+            "https://127.0.0.1:" + std::to_string(tls12.port()) + "/api/vm/health");
+  EXPECT_EQ(r.failure, ProbeFailure::kTls) << r.error;
+  EXPECT_EQ(r.error.rfind(
+                "TLS handshake with 127.0.0.1:" + std::to_string(tls12.port()) + " failed: ", 0),
+            0u)
+      << r.error;
+  EXPECT_TRUE(proxy_->client_subjects().empty());
 }
 
 }  // namespace

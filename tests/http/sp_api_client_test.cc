@@ -1,9 +1,12 @@
 // HttpServiceProviderApi (SPEC §3.3's SP instance API) against an in-process sp-sim
-// (register_with_dcm = false) and, for the exact request and for timeouts, a fake SP served by
-// our own HttpServer.
+// (register_with_dcm = false) and, for the exact request, timeouts, redirects and HTTPS (through
+// a TLS-terminating proxy, tests/common/tls_proxy.h), a fake SP served by our own HttpServer.
+// Clients are built without an outbound policy (the SPs live on loopback), except where the
+// policy is what is tested.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <simdjson.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,12 +14,16 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "src/common/outbound_policy.h"
 #include "src/http/placement_clients.h"
 #include "src/http/server.h"
 #include "src/sim/sp_sim.h"
+#include "tests/common/test_pki.h"
+#include "tests/common/tls_proxy.h"
 
 namespace dcm::http {
 namespace {
@@ -38,7 +45,7 @@ class SpApiClientTest : public ::testing::Test {
   sim::ProviderSnapshot Provider(size_t i) const { return sim_->Providers().at(i); }
   std::string Endpoint(size_t i = 0) const { return Provider(i).endpoint; }
 
-  HttpServiceProviderApi api_{2s};
+  HttpServiceProviderApi api_{2s, HttpClientOptions{}};
   std::unique_ptr<sim::SpSim> sim_;
 };
 
@@ -181,16 +188,7 @@ TEST_F(SpApiClientTest, ManyOriginsOnOneThreadStayUsable) {
   }
 }
 
-TEST_F(SpApiClientTest, HttpsAndBadEndpointsFailWithoutARequest) {
-  auto https = api_.CreateInstance("https://sp.example:8443/api/vm", "x", "{}");
-  ASSERT_FALSE(https);
-  EXPECT_EQ(https.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(https.error().message.find("https SP endpoints are not supported yet"),
-            std::string::npos)
-      << https.error().message;
-  auto https_delete = api_.DeleteInstance("https://sp.example/api/vm", "x");
-  ASSERT_FALSE(https_delete);
-  EXPECT_EQ(https_delete.error().code, ErrorCode::kUnavailable);
+TEST_F(SpApiClientTest, BadEndpointsAndSpecsFailWithoutARequest) {
   auto bad = api_.CreateInstance("not a url", "x", "{}");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
@@ -214,12 +212,22 @@ class FakeSp {
         held_.push_back(std::move(respond));
         return;
       }
+      if (answer_) {
+        respond(*answer_);
+        return;
+      }
       respond(HttpResponse{req.method == "POST" ? 201 : 204,
                            "application/json",
                            req.method == "POST" ? R"({"status":"PROVISIONING"})" : "",
                            {}});
     });
   }
+  // Every later request gets `answer`.
+  void Answer(HttpResponse answer) {
+    std::lock_guard lock(mu_);
+    answer_ = std::move(answer);
+  }
+  uint16_t port() const { return port_; }
   ~FakeSp() {
     server_->Stop();
     held_.clear();
@@ -237,6 +245,7 @@ class FakeSp {
  private:
   mutable std::mutex mu_;
   bool hold_ = false;
+  std::optional<HttpResponse> answer_;
   std::vector<HttpRequest> requests_;
   std::vector<Respond> held_;
   std::unique_ptr<HttpServer> server_;
@@ -245,7 +254,7 @@ class FakeSp {
 
 TEST(SpApiWireTest, SendsTheSpecsRequests) {
   FakeSp sp;
-  HttpServiceProviderApi api(2s);
+  HttpServiceProviderApi api(2s, HttpClientOptions{});
   auto created = api.CreateInstance(sp.endpoint() + "/", "inst-7", R"({ "service_type" : "vm" })");
   ASSERT_TRUE(created) << created.error().message;
   EXPECT_EQ(created->http_status, 201);
@@ -269,7 +278,7 @@ TEST(SpApiWireTest, SendsTheSpecsRequests) {
 TEST(SpApiWireTest, NoAnswerWithinTheTimeoutIsATimeout) {
   FakeSp sp;
   sp.Hold();
-  HttpServiceProviderApi api(200ms);
+  HttpServiceProviderApi api(200ms, HttpClientOptions{});
   const auto start = Clock::now();
   auto created = api.CreateInstance(sp.endpoint(), "slow", "{}");
   const auto elapsed = Clock::now() - start;
@@ -280,6 +289,149 @@ TEST(SpApiWireTest, NoAnswerWithinTheTimeoutIsATimeout) {
   auto deleted = api.DeleteInstance(sp.endpoint(), "slow");
   ASSERT_FALSE(deleted);
   EXPECT_EQ(deleted.error().code, ErrorCode::kTimeout);
+}
+
+// A listener nobody accepts from: Offered() says whether a connection reached it.
+class Listener {
+ public:
+  Listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(fd_, 16);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~Listener() { ::close(fd_); }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_) + "/api/vm"; }
+  bool Offered() const {
+    pollfd pfd{fd_, POLLIN, 0};
+    return ::poll(&pfd, 1, 50) == 1;
+  }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+TEST(SpApiWireTest, ACreateAnswering302IsAReplyAndTheRedirectIsNotFollowed) {
+  FakeSp sp;
+  Listener elsewhere;
+  sp.Answer(HttpResponse{302, "text/html", "<a>moved</a>", {{"Location", elsewhere.endpoint()}}});
+  HttpServiceProviderApi api(2s, HttpClientOptions{});
+  auto created = api.CreateInstance(sp.endpoint(), "inst-1", "{}");
+  ASSERT_TRUE(created) << created.error().message;
+  EXPECT_EQ(created->http_status, 302);  // the instance worker treats it as a failed create
+  EXPECT_EQ(created->content_type, "text/html");
+  auto deleted = api.DeleteInstance(sp.endpoint(), "inst-1");
+  ASSERT_TRUE(deleted) << deleted.error().message;
+  EXPECT_EQ(deleted->http_status, 302);
+  EXPECT_EQ(sp.requests().size(), 2u);
+  EXPECT_FALSE(elsewhere.Offered());
+}
+
+std::shared_ptr<const OutboundPolicy> DefaultPolicy() {
+  auto policy = OutboundPolicy::Create({});
+  EXPECT_TRUE(policy) << policy.error().message;
+  return std::make_shared<const OutboundPolicy>(std::move(*policy));
+}
+
+TEST(SpApiWireTest, TheOutboundPolicyBlocksALoopbackSpWithoutARequest) {
+  FakeSp sp;
+  HttpServiceProviderApi permissive(2s, HttpClientOptions{});
+  ASSERT_EQ(permissive.CreateInstance(sp.endpoint(), "a", "{}")->http_status, 201);
+  // Same thread, same origin, other options: the cached permissive connection is not reused.
+  HttpServiceProviderApi api(2s, HttpClientOptions{DefaultPolicy(), nullptr});
+  auto created = api.CreateInstance(sp.endpoint(), "b", "{}");
+  ASSERT_FALSE(created);
+  EXPECT_EQ(created.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(
+      created.error().message.rfind(
+          "blocked: 127.0.0.1 is in 127.0.0.0/8 (loopback), refused by the outbound policy", 0),
+      0u)
+      << created.error().message;
+  auto deleted = api.DeleteInstance(sp.endpoint(), "a");
+  ASSERT_FALSE(deleted);
+  EXPECT_EQ(deleted.error().message.rfind("blocked: ", 0), 0u) << deleted.error().message;
+  EXPECT_EQ(sp.requests().size(), 1u);  // only the permissive create
+}
+
+class SpApiHttpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ca_.ok() && client_ca_.ok() && server_cert_.ok() && client_cert_.ok());
+  }
+  std::string Endpoint(const testing::TlsProxy& proxy) const {
+    return "https://127.0.0.1:" + std::to_string(proxy.port()) + "/api/vm";
+  }
+  HttpClientOptions Options(bool with_client_cert) const {
+    TlsClientOptions tls;
+    tls.ca_file = ca_.cert_file();
+    if (with_client_cert) {
+      tls.client_cert_file = client_cert_.cert_file;
+      tls.client_key_file = client_cert_.key_file;
+    }
+    auto context = TlsClientContext::Create(tls);
+    EXPECT_TRUE(context) << context.error().message;
+    return HttpClientOptions{nullptr, context ? *context : nullptr};
+  }
+
+  testing::TestCa ca_{"SP server CA"};
+  testing::TestCa client_ca_{"SP client CA"};
+  testing::TestCert server_cert_ =
+      ca_.Issue("sp.test", "DNS:sp.test,IP:127.0.0.1", testing::CertUsage::kServer);
+  testing::TestCert client_cert_ = client_ca_.Issue("dcm", "", testing::CertUsage::kClient);
+  FakeSp sp_;
+};
+
+TEST_F(SpApiHttpsTest, CreateAndDeleteOverHttps) {
+  testing::TlsProxy proxy(server_cert_, sp_.port());
+  HttpServiceProviderApi api(2s, Options(false));
+  auto created = api.CreateInstance(Endpoint(proxy), "inst-1", R"({"service_type":"vm"})");
+  ASSERT_TRUE(created) << created.error().message;
+  EXPECT_EQ(created->http_status, 201);
+  EXPECT_EQ(created->body, R"({"status":"PROVISIONING"})");
+  auto deleted = api.DeleteInstance(Endpoint(proxy), "inst-1");
+  ASSERT_TRUE(deleted) << deleted.error().message;
+  EXPECT_EQ(deleted->http_status, 204);
+  const auto requests = sp_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].target, "/api/vm?id=inst-1");
+  EXPECT_EQ(requests[1].target, "/api/vm/inst-1");
+  EXPECT_EQ(proxy.accepted(), 1);  // kept alive across both calls
+}
+
+TEST_F(SpApiHttpsTest, MutualTlsPresentsTheClientCertificate) {
+  testing::TlsProxy proxy(server_cert_, sp_.port(), &client_ca_);
+  HttpServiceProviderApi api(2s, Options(true));
+  auto created = api.CreateInstance(Endpoint(proxy), "inst-1", "{}");
+  ASSERT_TRUE(created) << created.error().message;
+  EXPECT_EQ(created->http_status, 201);
+  EXPECT_EQ(proxy.client_subjects(), std::vector<std::string>{"dcm"});
+  HttpServiceProviderApi no_cert(2s, Options(false));
+  auto refused = no_cert.CreateInstance(Endpoint(proxy), "inst-2", "{}");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable) << refused.error().message;
+  EXPECT_EQ(sp_.requests().size(), 1u);
+}
+
+TEST_F(SpApiHttpsTest, AnUntrustedSpIsAClearTlsError) {
+  testing::TestCa stranger("stranger CA");
+  testing::TestCert cert = stranger.Issue("sp.test", "IP:127.0.0.1", testing::CertUsage::kServer);
+  testing::TlsProxy proxy(cert, sp_.port());
+  HttpServiceProviderApi api(2s, Options(false));
+  auto created = api.CreateInstance(Endpoint(proxy), "inst-1", "{}");
+  ASSERT_FALSE(created);
+  EXPECT_EQ(created.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(
+      created.error().message.find("TLS handshake with 127.0.0.1:" + std::to_string(proxy.port()) +
+                                   " failed: certificate verify failed"),
+      std::string::npos)
+      << created.error().message;
+  EXPECT_TRUE(sp_.requests().empty());
 }
 
 }  // namespace

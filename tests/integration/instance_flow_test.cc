@@ -938,8 +938,11 @@ TEST_F(InstanceFlowTest,
   const std::string cii = create.catalog_item_instance_id;
   const std::string old_id = create.resource_id;
 
+  // A redirect is a failed create too: it is never followed.
   const std::pair<const char*, FakeSp::Answer> failures[] = {
-      {"HTTP 500", FakeSp::Status(500)}, {"transport error", FakeSp::Transport()}};
+      {"HTTP 500", FakeSp::Status(500)},
+      {"HTTP 302", FakeSp::Status(302)},
+      {"transport error", FakeSp::Transport()}};
   for (const auto& [name, answer] : failures) {
     SCOPED_TRACE(name);
     sp().OnCreate(p.endpoint, answer);

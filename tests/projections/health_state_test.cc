@@ -130,8 +130,9 @@ TEST(HealthStateTest, UnavailableExactlyWhenFailuresReachTheThreshold) {
 }
 
 TEST(HealthStateTest, EveryTransportAndResponseFailureCountsTowardsTheThreshold) {
-  for (auto failure : {ProbeFailure::kTimeout, ProbeFailure::kConnect, ProbeFailure::kDns,
-                       ProbeFailure::kTls, ProbeFailure::kHttpStatus, ProbeFailure::kBadBody}) {
+  for (auto failure :
+       {ProbeFailure::kTimeout, ProbeFailure::kConnect, ProbeFailure::kDns, ProbeFailure::kTls,
+        ProbeFailure::kBlocked, ProbeFailure::kHttpStatus, ProbeFailure::kBadBody}) {
     SCOPED_TRACE(std::string(ProbeFailureName(failure)));
     Folder f;
     f.Next(kHealthy);
