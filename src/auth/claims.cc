@@ -15,12 +15,6 @@ using simdjson::dom::object;
 
 constexpr auto kClaims = AuthFailureKind::kClaims;
 
-int64_t SaturatingAdd(int64_t a, int64_t b) {
-  int64_t sum = 0;
-  if (!__builtin_add_overflow(a, b, &sum)) return sum;
-  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-}
-
 uint32_t RolesAt(object claims, std::string_view path) {
   auto value = FindPath(claims, path);
   array names;

@@ -18,6 +18,13 @@ inline constexpr size_t kMaxSubjectBytes = 256;
 inline constexpr std::string_view kKeycloakRolesClaim = "realm_access.roles";
 inline constexpr int64_t kNoNotBefore = std::numeric_limits<int64_t>::min();
 
+// a + b, clamped to the int64 range (NumericDates can be anything a JSON number holds).
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
 struct ClaimRules {
   std::string issuer;         // "" = iss not checked
   std::string audience;       // "" = aud not checked

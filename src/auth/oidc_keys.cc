@@ -89,8 +89,11 @@ Status OidcKeys::Refresh(int64_t now_ms) {
         options_.issuer, jwks.error().message);
     return tl::unexpected(jwks.error());
   }
-  for (const auto& warning : jwks->warnings) {
-    logger->warn("msg=\"JWKS key skipped\" jwks_uri=\"{}\" why=\"{}\"", jwks_uri_, warning);
+  if (jwks->warnings != warnings_) {  // once per change, not every refresh_interval
+    for (const auto& warning : jwks->warnings) {
+      logger->warn("msg=\"JWKS key skipped\" jwks_uri=\"{}\" why=\"{}\"", jwks_uri_, warning);
+    }
+    warnings_ = std::move(jwks->warnings);
   }
   const size_t count = jwks->keys.size();
   if (holder_.Publish(std::move(jwks->keys))) {

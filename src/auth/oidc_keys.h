@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "src/auth/key_source.h"
 #include "src/common/clock.h"
@@ -101,7 +102,10 @@ class OidcKeys final : public KeySource {
   mutable std::mutex refresh_mu_;           // held for a whole refresh
   std::string jwks_uri_;                    // guarded by refresh_mu_; "" = discover first
   std::optional<int64_t> last_attempt_ms_;  // guarded by refresh_mu_
-  bool last_failed_ = false;                // guarded by refresh_mu_
+  // Skipped-key warnings of the last JWKS (Keycloak publishes an encryption key too: logged
+  // once, not at every refresh). Guarded by refresh_mu_.
+  std::vector<std::string> warnings_;
+  bool last_failed_ = false;  // guarded by refresh_mu_
   std::atomic<uint64_t> attempts_{0};
 
   std::mutex thread_mu_;

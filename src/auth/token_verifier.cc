@@ -131,13 +131,9 @@ AuthResult TokenVerifier::VerifyUncached(std::string_view token, const TokenCach
   if (!valid) return tl::unexpected(valid.error());
 
   Principal principal{Principal::Via::kToken, std::move(claims->subject), claims->roles};
-  const int64_t exp_end = claims->exp_ms > INT64_MAX - options_.leeway_ms
-                              ? INT64_MAX
-                              : claims->exp_ms + options_.leeway_ms;
-  const int64_t ttl_end = now_ms + options_.cache_ttl_ms;
-  cache_.Insert(key,
-                CachedToken{principal, claims->exp_ms, claims->nbf_ms, std::min(exp_end, ttl_end),
-                            generation},
+  const int64_t drop_at = std::min(SaturatingAdd(claims->exp_ms, options_.leeway_ms),
+                                   SaturatingAdd(now_ms, options_.cache_ttl_ms));
+  cache_.Insert(key, CachedToken{principal, claims->exp_ms, claims->nbf_ms, drop_at, generation},
                 now_ms);
   return principal;
 }

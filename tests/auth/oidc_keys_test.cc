@@ -138,6 +138,29 @@ TEST_F(OidcKeysTest, UnreachableIssuerAtStartGivesA401ReasonNotACrash) {
                 ": connection refused)");
 }
 
+TEST_F(OidcKeysTest, RefusesDiscoveryDocumentWithoutAJwksUri) {
+  issuer_.Set(kDiscoveryUrl, std::string(R"({"issuer":")") + kIssuer + R"(","jwks_uri":"certs"})");
+  auto keys = Make();
+  auto started = keys->Start(kNowMs);
+  ASSERT_FALSE(started.has_value());
+  EXPECT_EQ(started.error().message,
+            std::string("discovery document ") + kDiscoveryUrl + " has no valid jwks_uri");
+}
+
+TEST_F(OidcKeysTest, FirstTokenAfterTheIssuerCameBackLoadsTheKeys) {
+  issuer_.Remove(kJwksUrl);
+  auto keys = Make();
+  ASSERT_FALSE(keys->Start(kNowMs).has_value());
+  auto verifier = Verifier(keys);
+  issuer_.Set(kJwksUrl, JwksJson({Jwk(RsaKey(0), "k1")}));
+  // Within min_refresh_interval of the failed start: no new attempt, still the start's reason.
+  EXPECT_EQ(Reason(*verifier, Token(0, "k1"), kNowMs + 5'000),
+            std::string("signing keys not loaded (issuer unreachable: GET ") + kJwksUrl +
+                ": connection refused)");
+  EXPECT_EQ(Reason(*verifier, Token(0, "k1"), kNowMs + 10'000), "accepted");
+  EXPECT_EQ(keys->refresh_attempts(), 2u);
+}
+
 TEST_F(OidcKeysTest, TickRetriesAFailedStartAfterTheMinimumInterval) {
   issuer_.Remove(kDiscoveryUrl);
   auto keys = Make();
