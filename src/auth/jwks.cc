@@ -81,7 +81,7 @@ Status CheckAlg(const VerificationKey& key) {
   }
   const KeyType needed = key.alg == "RS256" ? KeyType::kRsa : KeyType::kEcP256;
   if (key.type != needed) {
-    return Skip(std::string("alg ") + key.alg + " does not fit a " + KeyTypeName(key.type) +
+    return Skip(std::string("alg ") + key.alg + " does not fit an " + KeyTypeName(key.type) +
                 " key");
   }
   return OkStatus();

@@ -43,7 +43,7 @@ tl::expected<Candidates, AuthFailure> SelectByKid(const KeySnapshot& snapshot,
   const std::string kid = Printable(*header.kid);
   if (!known) return Fail(AuthFailureKind::kUnknownKey, "unknown signing key id '" + kid + "'");
   return Fail(AuthFailureKind::kAlgorithm, "key '" + kid + "' cannot verify " + header.alg +
-                                               " (it needs a " + KeyTypeName(header.key_type) +
+                                               " (it needs an " + KeyTypeName(header.key_type) +
                                                " key)");
 }
 

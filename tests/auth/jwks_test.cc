@@ -102,7 +102,7 @@ TEST(JwksTest, SkipsUnusableKeysAndSaysWhy) {
       "key #5 (kid 'off'): key material rejected by OpenSSL",
       "key #6 (kid 'bad-n'): 'n' is not base64url",
       "key #7 (kid 'ps'): alg 'PS256' is not accepted (RS256 and ES256 are)",
-      "key #8 (kid 'mix'): alg RS256 does not fit a EC P-256 key",
+      "key #8 (kid 'mix'): alg RS256 does not fit an EC P-256 key",
       "key #9 (kid 'ops'): 'key_ops' does not include 'verify'",
       "key #10 (kid 'good'): repeats an earlier key's kid and type",
       "key #11: not a JSON object",

@@ -156,7 +156,7 @@ TEST_F(VerifierTest, RefusesKeyOfTheWrongTypeForTheAlg) {
   auto failure = verifier_->Verify(token, kNowMs);
   ASSERT_FALSE(failure.has_value());
   EXPECT_EQ(failure.error().kind, AuthFailureKind::kAlgorithm);
-  EXPECT_EQ(failure.error().reason, "key 'rsa-1' cannot verify ES256 (it needs a EC P-256 key)");
+  EXPECT_EQ(failure.error().reason, "key 'rsa-1' cannot verify ES256 (it needs an EC P-256 key)");
 }
 
 TEST_F(VerifierTest, TokenWithoutKidIsTriedAgainstKeysOfItsType) {
