@@ -27,7 +27,10 @@ class JwksFileTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove(path_); }
 
-  const std::string path_ = ::testing::TempDir() + "jwks_file_test.json";
+  // One file per test: ctest may run the tests of this file in parallel.
+  const std::string path_ = ::testing::TempDir() + "jwks_file_test_" +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                            ".json";
 };
 
 TEST_F(JwksFileTest, LoadsKeysAndKeepsSkippedKeyWarnings) {
