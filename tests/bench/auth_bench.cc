@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "src/auth/jwks.h"
 #include "src/auth/key_source.h"
@@ -90,9 +91,25 @@ void BM_VerifyCachedHit(benchmark::State& state) {
   Run(state, Verifier(/*cached=*/true), token);
 }
 
+// Every thread its own token (its own cache shard, most likely): no shared cache line.
+void BM_VerifyCachedHitPerThreadToken(benchmark::State& state) {
+  static const std::vector<std::string> tokens = [] {
+    std::vector<std::string> out;
+    for (int i = 0; i < 8; ++i) {
+      out.push_back(
+          testing::MintToken(testing::RsaKey(), testing::kRsaKid, Claims() + std::string(i, ' ')));
+    }
+    return out;
+  }();
+  const std::string& token = tokens[state.thread_index() % tokens.size()];
+  if (!Verifier(/*cached=*/true).Verify(token, kNowS * 1000)) state.SkipWithError("refused");
+  Run(state, Verifier(/*cached=*/true), token);
+}
+
 BENCHMARK(BM_VerifyColdRs256)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_VerifyColdEs256)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_VerifyCachedHit)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_VerifyCachedHitPerThreadToken)->Threads(2)->UseRealTime();
 
 }  // namespace
 }  // namespace dcm::auth
