@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the parsers that take outside input (SPEC §5.5): CloudEvents from
-# Kafka, provider registration bodies, endpoint URLs, the outbound policy and SP reply summaries.
-# Builds the targets in tests/fuzz/ with clang++ -fsanitize=fuzzer,address,undefined and runs
-# each for a while.
+# Kafka, provider registration bodies, endpoint URLs, the outbound policy and SP reply summaries,
+# bearer tokens, JWKS documents and AUTH_CERT_ROLES (SPEC §6). Builds the targets in tests/fuzz/
+# with clang++ -fsanitize=fuzzer,address,undefined and runs each for a while.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 60 s, every target)
 #
@@ -17,7 +17,8 @@ SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(fuzz_cloud_event fuzz_provider_spec fuzz_url fuzz_health_body fuzz_outbound_policy)
+  TARGETS=(fuzz_cloud_event fuzz_provider_spec fuzz_url fuzz_health_body fuzz_outbound_policy
+           fuzz_token)
 fi
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 

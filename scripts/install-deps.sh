@@ -5,7 +5,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   librdkafka-dev librocksdb-dev libsimdjson-dev libfmt-dev libspdlog-dev
-  libboost1.81-dev libcli11-dev libexpected-dev libssl-dev
+  libboost1.81-dev libcli11-dev libexpected-dev libssl-dev libjwt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   kcat wrk curl time python3 python3-yaml clang-format
 )
