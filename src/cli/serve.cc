@@ -10,6 +10,7 @@
 //     partition: policy, SP calls, cleanup) ─▶ dcm.instances ─▶ InstanceProjection ─▶ reads
 //   dcm.status (SPs) ─▶ SpStatusProjection ─▶ joined into instance reads
 //   every event topic ─▶ ProjectionRunner ─▶ AuditProjection ─▶ /events, history, as_of
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "consumers/registrar.h"
 #include "consumers/topic_admin.h"
 #include "src/cli/commands.h"
+#include "src/cli/trust_boundary.h"
 #include "src/common/config.h"
 #include "src/common/duration.h"
 #include "src/common/log.h"
@@ -103,8 +105,27 @@ int RunServe(ServeFlags flags) {
     *out = *parsed;
   }
   if (auto status = ValidateConfig(config); !status) return Fail(status.error().message);
+  auto trust_created = TrustBoundary::Create(config, &SystemClock::Instance());
+  if (!trust_created) return Fail(trust_created.error().message);
+  const std::unique_ptr<TrustBoundary> trust = std::move(*trust_created);
+  if (!trust->authenticator()) {
+    if (config.dev) {
+      logger->warn("msg=\"dev mode: authentication is off; every caller acts as anonymous\"");
+    } else {
+      logger->warn(
+          "msg=\"AUTH_DISABLED=true: authentication is off; anyone who reaches {} can register, "
+          "delete and rehydrate\"",
+          config.listen);
+    }
+  } else {
+    logger->info("msg=\"authentication\" mode=\"{}\"", trust->auth_mode());
+  }
+  logger->info("msg=\"outbound policy\" {}", trust->outbound()->Describe());
 
-  const ProviderRules provider_rules(config.service_types);
+  ProviderRules provider_rules(config.service_types);
+  provider_rules.refuse_endpoint_host = [outbound = trust->outbound()](std::string_view host) {
+    return outbound->CheckLiteralHost(host);
+  };
 
   // Kafka: the embedded mock in dev mode, else the given cluster.
   std::unique_ptr<MockCluster> mock;
@@ -198,8 +219,8 @@ int RunServe(ServeFlags flags) {
     if (!created) return Fail(created.error().message);
     health_producer = std::move(*created);
     http::ProbeClientOptions client_options;
-    client_options.ca_file = config.health.ca_file;
-    client_options.insecure_skip_verify = config.health.insecure_skip_verify;
+    client_options.outbound = trust->outbound();
+    client_options.tls = trust->sp_tls();
     client_options.max_tls_handshakes = static_cast<size_t>(config.health.max_tls_handshakes);
     auto client = http::ProbeClient::Create(client_options);
     if (!client) return Fail(client.error().message);
@@ -221,11 +242,14 @@ int RunServe(ServeFlags flags) {
   if (auto status = health_runner.Start(); !status) return Fail(status.error().message);
 
   // Instances: the worker decides operations on its share of the roots (SPEC §3.3).
-  http::HttpServiceProviderApi sp_api(config.instances.sp_timeout);
+  http::HttpServiceProviderApi sp_api(config.instances.sp_timeout,
+                                      http::HttpClientOptions{trust->outbound(), trust->sp_tls()});
   std::unique_ptr<http::HttpPolicyEngine> policy;
   if (!config.instances.policy_manager_url.empty()) {
-    policy = std::make_unique<http::HttpPolicyEngine>(config.instances.policy_manager_url,
-                                                      config.instances.policy_timeout);
+    // Operator-configured: not filtered by the outbound policy, verified like SPs.
+    policy = std::make_unique<http::HttpPolicyEngine>(
+        config.instances.policy_manager_url, config.instances.policy_timeout,
+        http::HttpClientOptions{nullptr, trust->sp_tls()});
     logger->info("msg=\"placement by the Policy Manager\" url={}",
                  config.instances.policy_manager_url);
   }
@@ -334,6 +358,11 @@ int RunServe(ServeFlags flags) {
     w.Field("instances_lag", instance_runner.Lag());
     w.Field("audit_lag", audit_runner.Lag());
     w.Field("policy", policy ? "policy_manager" : "builtin");
+    w.Field("auth", trust->authenticator() ? trust->auth_mode() : "disabled");
+    w.Field("api_tls", !config.tls.enabled()               ? "off"
+                       : config.tls.client_ca_file.empty() ? "on"
+                                                           : "on, client certificates");
+    w.Field("outbound_policy", trust->outbound()->Describe());
     if (worker) {
       w.Field("sagas_in_flight", static_cast<int64_t>(worker->SagasInFlight()));
       w.Key("instance_partitions");
@@ -379,13 +408,20 @@ int RunServe(ServeFlags flags) {
       config.http_threads > 0 ? config.http_threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   server_options.metrics = &metrics;
+  server_options.tls_cert_file = config.tls.cert_file;
+  server_options.tls_key_file = config.tls.key_file;
+  server_options.tls_client_ca_file = config.tls.client_ca_file;
   auto server = http::HttpServer::Create(server_options);
   if (!server) return Fail(server.error().message);
-  auto port = (*server)->Listen(config.listen, http::MakeRouter(api, ops));
+  auto port = (*server)->Listen(
+      config.listen, http::MakeRouter(api, ops,
+                                      http::AccessContext{trust->authenticator(),
+                                                          config.auth.metrics_public, &metrics}));
   if (!port) return Fail("--listen " + config.listen + ": " + port.error().message);
   const std::string host = config.listen.substr(0, config.listen.rfind(':'));
 
-  printf("dcm serve listening on http://%s:%u\n", host.c_str(), *port);
+  printf("dcm serve listening on %s://%s:%u\n", config.tls.enabled() ? "https" : "http",
+         host.c_str(), *port);
   printf("kafka bootstrap servers: %s\n", config.kafka_brokers.c_str());
   if (config.dev) {
     printf(
@@ -397,7 +433,18 @@ int RunServe(ServeFlags flags) {
   logger->info("msg=\"serving\" listen={}:{} kafka={} data_dir={} dev={}", host, *port,
                config.kafka_brokers, config.data_dir, config.dev);
 
-  const int sig = wait_for_signal();
+  int sig = 0;
+  while ((sig = wait_for_signal()) == SIGHUP) {  // reload certificates and keys, keep serving
+    logger->info("msg=\"SIGHUP: reloading the TLS certificate and the JWKS file\"");
+    if (auto reloaded = (*server)->ReloadTls(); !reloaded) {
+      logger->error("msg=\"TLS reload failed; still serving the old certificate\" error=\"{}\"",
+                    reloaded.error().message);
+    }
+    if (auto reloaded = trust->Reload(); !reloaded) {
+      logger->error("msg=\"JWKS reload failed; still using the old keys\" error=\"{}\"",
+                    reloaded.error().message);
+    }
+  }
   logger->info("msg=\"shutting down\" signal={}", sig);
   (*server)->Stop();
   if (prober) prober->Stop();

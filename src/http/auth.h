@@ -4,43 +4,26 @@
 //
 //   request ──open route (/healthz, /readyz)? ──────────────────────────────▶ handler
 //      │ else
-//      ▼ Authenticator (bearer JWT, or the mTLS peer subject; null = auth disabled: anonymous)
-//   401 + WWW-Authenticate  ◀── no or bad credentials
+//      ▼ auth::Authenticator (bearer JWT, or the mTLS peer subject; null = auth disabled)
+//   401 + WWW-Authenticate  ◀── no or bad credentials (auth::BearerChallenge)
 //      ▼ route's Access: roles, provider ownership, ?force=true needs dcm-admin
 //   403 problem+json  ◀── valid caller without the right
 //      ▼
 //   handler (request.principal set: its `subject` is the `actor` of the events it causes)
 //
 // A 401 or 403 never produces an event or changes state; it is logged and counted
-// (dcm_http_auth_denied_total{status,reason}).
+// (dcm_http_auth_denied_total{status,reason}: reason is "no_credentials", an
+// auth::AuthFailureKindName such as "expired", or "role" / "owner" for a 403).
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "src/auth/authenticator.h"
 #include "src/common/metrics.h"
 #include "src/common/principal.h"
-#include "src/common/result.h"
 
 namespace dcm::http {
-
-// Why a caller is not authenticated: the 401's problem `detail` and WWW-Authenticate header.
-struct AuthFailure {
-  bool token_given = false;  // a bearer token was presented (error="invalid_token")
-  std::string reason;        // "token expired", "wrong audience", "unknown signing key id 'k9'"
-};
-
-// The port to the credential checks (src/auth: JWT verification, certificate roles). Tests use
-// fakes.
-class Authenticator {
- public:
-  virtual ~Authenticator() = default;
-  // `bearer_token`: the token of `Authorization: Bearer <token>` ("" if none); `peer_subject`:
-  // a verified mTLS client certificate's subject ("" if none). A token, when given, decides; a
-  // certificate alone authenticates its subject. Thread-safe.
-  virtual tl::expected<Principal, AuthFailure> Authenticate(
-      std::string_view bearer_token, std::string_view peer_subject) const = 0;
-};
 
 // Who may make a call (SPEC §6). Every role may read; the write rights are disjoint.
 enum class Access {
@@ -58,7 +41,7 @@ enum class Access {
 struct AccessContext {
   // Null: authentication disabled (`--dev`, or AUTH_DISABLED=true): every caller is
   // "anonymous" with every role.
-  const Authenticator* authenticator = nullptr;
+  const auth::Authenticator* authenticator = nullptr;
   // METRICS_PUBLIC=true: /metrics needs no credentials.
   bool metrics_public = false;
   Metrics* metrics = nullptr;  // counts denials when set
@@ -66,9 +49,6 @@ struct AccessContext {
 
 // The principal of every request while authentication is disabled.
 Principal AnonymousPrincipal();
-
-// "Bearer <token>" → token; anything else → "" (the scheme is case-insensitive, RFC 7235).
-std::string_view BearerToken(std::string_view authorization_header);
 
 // The roles a call with `access` needs, as words for a 403 ("one of dcm-user, dcm-admin").
 std::string DescribeAccess(Access access);

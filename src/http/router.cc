@@ -198,16 +198,6 @@ HttpResponse MethodNotAllowed(const std::string& allow) {
   return r;
 }
 
-// The header value's quoted-string form: no quotes, backslashes or control characters.
-std::string QuotedSafe(std::string_view text) {
-  std::string out;
-  for (char c : text.substr(0, 200)) {
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back(c == '"' || c == '\\' || u < 0x20 || u == 0x7f ? '\'' : c);
-  }
-  return out;
-}
-
 bool ForceRequested(const HttpRequest& req) {
   const auto* force = req.Query("force");
   return force && (*force == "true" || *force == "1");
@@ -270,7 +260,7 @@ class Router {
     const Access access = route ? route->access : Access::kRead;
     if (access != Access::kOpen && !(access == Access::kMetrics && c_.access.metrics_public)) {
       auto principal = Authenticate(req);
-      if (!principal) return respond(Unauthenticated(req, principal.error()));
+      if (!principal) return respond(std::move(principal.error()));
       req.principal = std::move(*principal);
     }
     if (matched_pattern.empty()) return respond(Problem(404, "no such resource: " + req.path));
@@ -280,25 +270,23 @@ class Router {
   }
 
  private:
-  tl::expected<Principal, AuthFailure> Authenticate(const HttpRequest& req) const {
+  // The caller, or the 401 to answer.
+  tl::expected<Principal, HttpResponse> Authenticate(const HttpRequest& req) const {
     if (!c_.access.authenticator) return AnonymousPrincipal();
     const std::string* header = req.Header("authorization");
-    return c_.access.authenticator->Authenticate(header ? BearerToken(*header) : "",
-                                                 req.peer_subject);
-  }
-
-  HttpResponse Unauthenticated(const HttpRequest& req, const AuthFailure& failure) const {
-    Count("401", failure.token_given ? "invalid_token" : "no_credentials");
+    const std::string_view token =
+        header ? auth::BearerToken(*header).value_or(std::string_view()) : std::string_view();
+    auto principal = c_.access.authenticator->Authenticate(token, req.peer_subject);
+    if (principal) return std::move(*principal);
+    const auth::AuthFailure& failure = principal.error();
+    const bool token_given = !token.empty();
+    Count("401", token_given ? auth::AuthFailureKindName(failure.kind) : "no_credentials");
     Logger("auth")->info("msg=\"unauthenticated\" method={} path=\"{}\" reason=\"{}\"", req.method,
                          req.path.substr(0, 200), failure.reason);
     HttpResponse r = Problem(401, failure.reason);
-    std::string challenge = "Bearer realm=\"dcm\"";
-    if (failure.token_given) {
-      challenge +=
-          ", error=\"invalid_token\", error_description=\"" + QuotedSafe(failure.reason) + "\"";
-    }
-    r.headers.emplace_back("WWW-Authenticate", std::move(challenge));
-    return r;
+    r.headers.emplace_back("WWW-Authenticate",
+                           auth::BearerChallenge(token_given ? &failure : nullptr));
+    return tl::unexpected(std::move(r));
   }
 
   // A 403 when the caller may not make this call, else nullopt (SPEC §6).
@@ -352,19 +340,6 @@ class Router {
 Principal AnonymousPrincipal() {
   return Principal{Principal::Via::kDisabled, std::string(kAnonymousActor),
                    kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin};
-}
-
-std::string_view BearerToken(std::string_view header) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (header.size() <= kScheme.size()) return {};
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    const char c = header[i];
-    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return {};
-  }
-  std::string_view token = header.substr(kScheme.size());
-  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
-  return token;
 }
 
 std::string DescribeAccess(Access access) {
