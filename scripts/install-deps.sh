@@ -7,7 +7,7 @@ PACKAGES=(
   librdkafka-dev librocksdb-dev libsimdjson-dev libfmt-dev libspdlog-dev
   libboost1.81-dev libcli11-dev libexpected-dev libssl-dev libjwt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  kcat wrk curl time python3 python3-yaml clang-format
+  kcat wrk curl time python3 python3-yaml python3-jwt python3-cryptography clang-format
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -36,6 +36,8 @@ constexpr int kExitBadFlags = 2;
 struct EventsFlags {
   std::string kafka_brokers;
   std::string server;
+  std::string token;           // bearer token for --server (GET /admin/info needs dcm-admin)
+  std::string server_ca_file;  // verifies an https --server
   std::string topic_prefix = "dcm.";
   std::vector<std::string> topics;
   std::string since;
@@ -86,9 +88,17 @@ struct ServerInfo {
   bool dev_mode = false;
 };
 
-Outcome<ServerInfo> ReadServerInfo(std::string server, std::chrono::milliseconds timeout) {
+Outcome<ServerInfo> ReadServerInfo(std::string server, const EventsFlags& flags,
+                                   std::chrono::milliseconds timeout) {
   while (server.ends_with('/')) server.pop_back();
-  auto response = http::Fetch("GET", server + "/admin/info", "", timeout);
+  http::HttpClientOptions options;
+  if (!flags.server_ca_file.empty()) {
+    auto tls = http::TlsClientContext::Create({flags.server_ca_file, false, "", ""});
+    if (!tls) return Fail(kExitBadFlags, "--server-ca-file: " + tls.error().message);
+    options.tls = std::move(*tls);
+  }
+  if (!flags.token.empty()) options.headers.emplace_back("Authorization", "Bearer " + flags.token);
+  auto response = http::Fetch("GET", server + "/admin/info", "", timeout, std::move(options));
   if (!response) {
     return Fail(kExitUnavailable,
                 "cannot reach dcm serve at " + server + ": " + response.error().message);
@@ -156,7 +166,7 @@ Outcome<Plan> MakePlan(const EventsFlags& flags) {
   plan.kafka.brokers = flags.kafka_brokers;
   plan.reader.topics = flags.topics;
   if (!flags.server.empty()) {
-    auto info = ReadServerInfo(flags.server, *timeout);
+    auto info = ReadServerInfo(flags.server, flags, *timeout);
     if (!info) return tl::unexpected(info.error());
     if (plan.kafka.brokers.empty()) plan.kafka.brokers = info->brokers;
     if (plan.reader.topics.empty()) plan.reader.topics = info->topics;
@@ -352,6 +362,12 @@ void RegisterEventsCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--server", flags->server,
                   "A running dcm serve (http://127.0.0.1:8080): read its Kafka address and "
                   "topics from /admin/info (dev mode needs no other address)");
+  cmd->add_option("--token", flags->token,
+                  "Bearer token for --server when it authenticates (GET /admin/info: dcm-admin)")
+      ->envname("DCM_TOKEN");
+  cmd->add_option("--server-ca-file", flags->server_ca_file,
+                  "PEM CA bundle verifying an https --server")
+      ->envname("DCM_CA_FILE");
   cmd->add_option("--topic-prefix", flags->topic_prefix, "Prefix of the default topics")
       ->envname("DCM_TOPIC_PREFIX")
       ->capture_default_str();

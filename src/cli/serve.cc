@@ -59,6 +59,7 @@ struct ServeFlags {
   bool fetch_wait_given = false;
   // SPEC §6.
   std::string jwks_refresh_interval = "5m";
+  std::string jwks_min_refresh_interval = "10s";
   std::string outbound_allow;
   std::string outbound_deny;
 };
@@ -99,7 +100,9 @@ int RunServe(ServeFlags flags) {
         std::tuple{&flags.policy_timeout, &config.instances.policy_timeout, "--policy-timeout"},
         std::tuple{&flags.sp_timeout, &config.instances.sp_timeout, "--sp-timeout"},
         std::tuple{&flags.jwks_refresh_interval, &config.auth.refresh_interval,
-                   "AUTH_JWKS_REFRESH_INTERVAL"}}) {
+                   "AUTH_JWKS_REFRESH_INTERVAL"},
+        std::tuple{&flags.jwks_min_refresh_interval, &config.auth.min_refresh_interval,
+                   "AUTH_JWKS_MIN_REFRESH_INTERVAL"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed) return Fail(std::string(name) + ": " + parsed.error().message);
     *out = *parsed;
@@ -484,6 +487,10 @@ void RegisterTrustBoundaryFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--auth-jwks-refresh-interval", flags.jwks_refresh_interval,
                   "Between refreshes of the issuer's keys")
       ->envname("AUTH_JWKS_REFRESH_INTERVAL")
+      ->capture_default_str();
+  cmd->add_option("--auth-jwks-min-refresh-interval", flags.jwks_min_refresh_interval,
+                  "At most one key refresh per this interval (an unknown kid asks for one)")
+      ->envname("AUTH_JWKS_MIN_REFRESH_INTERVAL")
       ->capture_default_str();
   cmd->add_option("--auth-jwt-audience", c.auth.audience, "Tokens' aud must contain this")
       ->envname("AUTH_JWT_AUDIENCE");

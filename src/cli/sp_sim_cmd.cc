@@ -28,6 +28,7 @@ void RunSpSim(SpSimFlags flags) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // reloads the providers' TLS certificate
   sigset_t previous;
   pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
 
@@ -43,7 +44,13 @@ void RunSpSim(SpSimFlags flags) {
     throw CLI::RuntimeError("sp-sim: " + sim.error().message, 1);
   }
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (auto reloaded = (*sim)->ReloadTls(); !reloaded) {
+      logger->error("msg=\"TLS reload failed\" error=\"{}\"", reloaded.error().message);
+    } else {
+      logger->info("msg=\"TLS certificate reloaded\"");
+    }
+  }
   logger->info("msg=\"stopping\" signal={}", signal_number);
   (*sim)->Stop();
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -59,6 +66,14 @@ void RegisterSpSimCommand(CLI::App& app) {
   cmd->add_option("--dcm-url", o.dcm_url, "DCM base URL to register with")
       ->envname("DCM_URL")
       ->capture_default_str();
+  cmd->add_option("--token", o.token,
+                  "Bearer token for DCM (dcm-provider role); its subject owns the providers")
+      ->envname("DCM_TOKEN");
+  cmd->add_option("--dcm-ca-file", o.dcm_ca_file, "PEM CA bundle verifying an https --dcm-url")
+      ->envname("DCM_CA_FILE");
+  cmd->add_option("--tls-cert-file", o.tls_cert_file,
+                  "Serve the providers over HTTPS with this certificate (endpoints are https://)");
+  cmd->add_option("--tls-key-file", o.tls_key_file, "The providers' TLS private key");
   cmd->add_option("--count", o.count, "Number of simulated providers")
       ->check(CLI::Range(0, 60000))
       ->capture_default_str();

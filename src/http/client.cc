@@ -257,6 +257,7 @@ Result<HttpResponse> HttpClient::Request(const std::string& method, const std::s
   req.version(11);
   req.set(bhttp::field::host, impl_->host_header);
   req.set(bhttp::field::user_agent, "dcm");
+  for (const auto& [name, value] : impl_->options.headers) req.set(name, value);
   const bool sends_body = !body.empty() || method == "POST" || method == "PUT" || method == "PATCH";
   if (sends_body) {
     if (!content_type.empty()) req.set(bhttp::field::content_type, content_type);

@@ -33,6 +33,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "src/common/outbound_policy.h"
 #include "src/common/result.h"
@@ -49,6 +51,9 @@ struct HttpClientOptions {
   // TLS settings for https URLs, built once and shared (tls_client.h). Null = the process-wide
   // TlsClientContext::Default() (system trust store, verified, no client certificate).
   std::shared_ptr<const TlsClientContext> tls;
+  // Sent with every request (e.g. {"Authorization", "Bearer <token>"} for a client of DCM's
+  // own API: sp-sim, `dcm events --server`).
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 class HttpClient {

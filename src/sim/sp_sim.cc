@@ -90,7 +90,8 @@ std::unique_ptr<Provider> NewProvider(const SpSimOptions& o, int i) {
 
 void SetEndpoint(Provider& p, const SpSimOptions& o, uint16_t port) {
   p.port = port;
-  std::string origin = "http://" + UrlHost(o.host) + ":" + std::to_string(port);
+  const char* scheme = o.tls_cert_file.empty() ? "http://" : "https://";
+  std::string origin = scheme + UrlHost(o.host) + ":" + std::to_string(port);
   p.path_start = static_cast<uint16_t>(origin.size());
   std::string path = o.ports > 0 ? std::string(kSharedPrefix) + std::to_string(p.index) : "";
   p.endpoint = origin + path + "/api/" + *p.service_type;
@@ -100,6 +101,7 @@ void SetEndpoint(Provider& p, const SpSimOptions& o, uint16_t port) {
 
 struct SpSim::Impl {
   SpSimOptions options;
+  http::HttpClientOptions dcm_client_options;  // TLS toward DCM and the bearer token
   std::shared_ptr<spdlog::logger> logger = Logger("sp-sim");
   std::unique_ptr<http::HttpServer> providers_server;
   std::unique_ptr<http::HttpServer> control_server;
@@ -157,9 +159,18 @@ struct SpSim::Impl {
 // ---- listeners and routing ----------------------------------------------------------------
 
 Status SpSim::Impl::Build() {
+  if (!options.dcm_ca_file.empty()) {
+    ASSIGN_OR_RETURN(dcm_client_options.tls,
+                     http::TlsClientContext::Create({options.dcm_ca_file, false, "", ""}));
+  }
+  if (!options.token.empty()) {
+    dcm_client_options.headers.emplace_back("Authorization", "Bearer " + options.token);
+  }
   http::ServerOptions server_options;
   server_options.server_name = "dcm-sp-sim";
   server_options.handler_timeout = kHangLimit;
+  server_options.tls_cert_file = options.tls_cert_file;
+  server_options.tls_key_file = options.tls_key_file;
   ASSIGN_OR_RETURN(providers_server, http::HttpServer::Create(server_options));
   ASSIGN_OR_RETURN(control_server, http::HttpServer::Create(http::ServerOptions{}));
   RETURN_IF_ERROR(ListenControl());
@@ -385,7 +396,7 @@ void SpSim::Impl::StartRegistration() {
 // One worker: takes the provider due first, attempts it with its own keep-alive connection and
 // re-queues it at its backoff. Workers exit once nothing is queued or in flight.
 void SpSim::Impl::RegistrarLoop() {
-  http::HttpClient client(options.dcm_url);
+  http::HttpClient client(options.dcm_url, dcm_client_options);
   std::unique_lock lock(reg_mu);
   while (!stopping) {
     if (due.empty()) {
@@ -522,7 +533,9 @@ Status ValidateOptions(SpSimOptions& options) {
   if (options.register_with_dcm) {
     auto url = ParseHttpUrl(options.dcm_url);
     if (!url) return bad("dcm_url " + url.error().message);
-    if (url->scheme != "http") return bad("dcm_url must be http (https is not supported yet)");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return bad("tls_cert_file and tls_key_file go together");
   }
   // One listener per provider: fail with a hint rather than with EMFILE halfway through.
   rlimit limit{};
@@ -580,6 +593,8 @@ void SpSim::Stop() {
   impl_->providers_server->Stop();
   impl_->logger->info("msg=\"stopped\"");
 }
+
+Status SpSim::ReloadTls() { return impl_->providers_server->ReloadTls(); }
 
 uint16_t SpSim::control_port() const { return impl_->control_port; }
 

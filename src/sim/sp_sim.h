@@ -124,8 +124,17 @@ struct SimStats {
 };
 
 struct SpSimOptions {
-  // DCM base URL (http only); the registration target is {dcm_url}{api_prefix}/providers.
+  // DCM base URL (http or https); the registration target is {dcm_url}{api_prefix}/providers.
   std::string dcm_url = "http://127.0.0.1:8080";
+  // Bearer token sent with every registration (a DCM with authentication: a token with the
+  // dcm-provider role, whose subject then owns the providers). Empty: none.
+  std::string token;
+  // PEM CA bundle verifying an https dcm_url; empty = the system's trust store.
+  std::string dcm_ca_file;
+  // Serve the providers over HTTPS with this certificate and key (endpoints are then https://).
+  // The control API stays plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // Number of simulated providers (0..60000). With ports == 0 each needs a descriptor: ~1000
   // is fine; use ports > 0 for more.
   int count = 3;
@@ -178,6 +187,10 @@ class SpSim {
 
   // Stops registration, the control API and all providers. Idempotent.
   void Stop();
+
+  // Re-reads the providers' TLS certificate and key (SIGHUP): new connections get them, kept
+  // ones keep theirs. A no-op without TLS.
+  Status ReloadTls();
 
   uint16_t control_port() const;
   std::string control_url() const;  // http://HOST:PORT

@@ -38,21 +38,38 @@ def wait_until(predicate, timeout=30.0, interval=0.05, what="condition"):
 
 
 class Client:
-    """A keep-alive HTTP client for one base URL (not thread-safe: one per thread)."""
+    """A keep-alive HTTP(S) client for one base URL (not thread-safe: one per thread). `token`
+    is sent as a bearer token unless a request gives its own Authorization header; https URLs
+    use `ssl_context` (e.g. one trusting a test CA, with a client certificate)."""
 
-    def __init__(self, base_url, timeout=30.0):
+    def __init__(self, base_url, timeout=30.0, token=None, ssl_context=None):
         u = urlparse(base_url)
         self.host, self.port, self.timeout = u.hostname, u.port, timeout
+        self.https, self.ssl_context, self.token = u.scheme == "https", ssl_context, token
         self.conn = None
+
+    def with_token(self, token):
+        """A new client for the same server, acting with `token`."""
+        c = Client(f"{'https' if self.https else 'http'}://{self.host}:{self.port}", self.timeout,
+                   token, self.ssl_context)
+        return c
 
     def request(self, method, path, body=None, headers=None, raw=False):
         headers = dict(headers or {})
+        if self.token and not any(k.lower() == "authorization" for k in headers):
+            headers["Authorization"] = f"Bearer {self.token}"
         if body is not None and not raw:
             body = json.dumps(body).encode()
             headers.setdefault("Content-Type", "application/json")
         for attempt in range(2):
             if self.conn is None:
-                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                if self.https:
+                    self.conn = http.client.HTTPSConnection(self.host, self.port,
+                                                            timeout=self.timeout,
+                                                            context=self.ssl_context)
+                else:
+                    self.conn = http.client.HTTPConnection(self.host, self.port,
+                                                           timeout=self.timeout)
             try:
                 self.conn.request(method, path, body=body, headers=headers)
                 resp = self.conn.getresponse()
@@ -89,11 +106,15 @@ class Response:
 
 
 class Process:
+    """A child process; `env` adds to this one's environment (None values remove a variable)."""
+
     def __init__(self, args, name, env=None):
         self.name = name
         self.log = tempfile.NamedTemporaryFile(prefix=f"dcm-{name}-", suffix=".log", delete=False)
+        environment = {**os.environ, **(env or {})}
+        environment = {k: v for k, v in environment.items() if v is not None}
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+                                     env=environment, start_new_session=True)
         self.lines = []
 
     def read_line(self, timeout=30.0):
@@ -145,11 +166,11 @@ class Cluster:
         self.instances = []
         self.dirs = []
 
-    def serve(self, data_dir=None, name="serve", extra=(), env=None):
+    def serve(self, data_dir=None, name="serve", extra=(), env=None, ssl_context=None):
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="dcm-e2e-")
             self.dirs.append(data_dir)
-        inst = Instance(self, data_dir, name, extra, env)
+        inst = Instance(self, data_dir, name, extra, env, ssl_context)
         self.instances.append(inst)
         return inst
 
@@ -168,7 +189,9 @@ SERVE_ENV = {"AUTH_DISABLED": "true", "OUTBOUND_ALLOW_CIDRS": "127.0.0.0/8"}
 
 
 class Instance:
-    def __init__(self, cluster, data_dir, name, extra=(), env=None):
+    """`env` adds to SERVE_ENV; a value of None removes that variable."""
+
+    def __init__(self, cluster, data_dir, name, extra=(), env=None, ssl_context=None):
         self.cluster, self.data_dir, self.name = cluster, data_dir, name
         args = [DCM_BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
                 "--kafka-brokers", cluster.bootstrap, "--topic-prefix", cluster.prefix,
@@ -180,7 +203,7 @@ class Instance:
         line = self.proc.read_line()
         assert "listening on " in line, line
         self.url = line.split("listening on ")[1].strip()
-        self.client = Client(self.url)
+        self.client = Client(self.url, ssl_context=ssl_context)
         wait_until(lambda: self.client.get("/readyz").status == 200, what=f"{name} ready")
 
     def stop(self, sig=signal.SIGTERM):
