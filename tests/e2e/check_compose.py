@@ -13,5 +13,9 @@ for name in ("dcm-1", "dcm-2"):
     svc = services[name]
     assert svc["environment"]["KAFKA_BROKERS"] == "kafka:9092", name
     assert svc["command"][:2] == ["dcm", "serve"], name
+    env = svc["environment"]
+    # SPEC §6: serve refuses to start without an auth configuration or an explicit opt-out.
+    assert env.get("AUTH_DISABLED") == "true" or env.get("AUTH_JWKS_FILE") or \
+        env.get("AUTH_ISSUER_URL"), f"{name} has no auth configuration"
 assert services["sp-sim"]["command"][:2] == ["dcm", "sp-sim"]
 print("compose.yaml: ok,", len(services), "services")
