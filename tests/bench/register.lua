@@ -1,5 +1,6 @@
 -- wrk script: POST /api/v1alpha1/providers with a unique name per request (registration load).
 -- Usage: wrk -t2 -c64 -d10s --latency -s tests/bench/register.lua http://127.0.0.1:8080
+-- With $DCM_TOKEN set, every request carries it as a bearer token (scripts/bench-auth.sh).
 local counter = 0
 local thread_id = 0
 local threads = {}
@@ -14,12 +15,15 @@ function init(args)
   prefix = "bench-" .. tid .. "-" .. math.random(1, 1000000000)
 end
 
+local headers = {["Content-Type"] = "application/json"}
+local token = os.getenv("DCM_TOKEN")
+if token and token ~= "" then headers["Authorization"] = "Bearer " .. token end
+
 function request()
   counter = counter + 1
   local body = '{"name":"' .. prefix .. "-" .. counter ..
       '","endpoint":"http://127.0.0.1:9/api/vm","service_type":"vm"}'
-  return wrk.format("POST", "/api/v1alpha1/providers",
-                    {["Content-Type"] = "application/json"}, body)
+  return wrk.format("POST", "/api/v1alpha1/providers", headers, body)
 end
 
 function response(status, headers, body)
