@@ -798,7 +798,6 @@ std::future<Status> InstanceWorker::Produce(const std::string& root, const Insta
   InstanceEvent e = fact;
   e.root = root;
   e.source = options_.source;
-  if (e.actor.empty()) e.actor = kCleanupActor;  // the worker's own decisions: cleanup
   e.time_ms = clock_->NowMillis();
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
@@ -984,6 +983,7 @@ void InstanceWorker::RunCleanupCycle() {
     if (!known || health != HealthStatus::kReady) {
       if (r.status == kCleanupPendingProvider) continue;  // parked already: no retry burned
       InstanceEvent parked;
+      parked.actor = kCleanupActor;
       parked.type = event_type::kCleanupParked;
       parked.instance_id = r.instance_id;
       parked.provider_name = r.provider_name;
@@ -1018,6 +1018,7 @@ void InstanceWorker::CleanupOne(const CleanupRecord& r) {
   if (!provider || !*provider) return;  // deregistered meanwhile: parked next cycle
   auto reply = sp_->DeleteInstance((*provider)->spec.endpoint, r.instance_id);
   InstanceEvent attempt;
+  attempt.actor = kCleanupActor;
   attempt.type = event_type::kCleanupAttempted;
   attempt.instance_id = r.instance_id;
   attempt.provider_name = r.provider_name;
@@ -1041,6 +1042,7 @@ void InstanceWorker::CleanupOne(const CleanupRecord& r) {
       .Inc();
   const bool failed_for_good = attempt.status == kCleanupFailedStatus;
   InstanceEvent alert;
+  alert.actor = kCleanupActor;
   if (failed_for_good) {
     alert.type = event_type::kCleanupFailed;
     alert.instance_id = r.instance_id;

@@ -2,8 +2,8 @@
 
 #include <future>
 
-#include "consumers/catch_up.h"
 #include "consumers/dead_letter.h"
+#include "projections/instance_projection.h"
 #include "src/common/log.h"
 
 namespace dcm {
@@ -26,10 +26,6 @@ Registrar::Registrar(RegistrarOptions options, Store* store, const RegistryView*
 Registrar::~Registrar() { Stop(); }
 
 Status Registrar::Start() {
-  ASSIGN_OR_RETURN(const int partitions,
-                   TopicPartitionCount(producer_->handle(), options_.outcomes_topic, 10000));
-  outcome_partitions_.clear();
-  for (int32_t p = 0; p < partitions; ++p) outcome_partitions_.push_back(p);
   ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, options_.group_id));
   RETURN_IF_ERROR(consumer_->Subscribe(
       options_.requests_topic,
@@ -66,10 +62,8 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
     offsets[p] = it == stored->end() ? Consumer::kBeginning : it->second;
   }
   next_offset_ = offsets.count(0) && offsets[0] >= 0 ? offsets[0] : 0;
-  // Outcomes the previous owner produced must be in the local registry before re-deciding: a
-  // request with a recorded outcome follows it (InputsFor).
-  (void)WaitForCatchUp(*store_, *consumer_, RegistryProjection::kName, options_.outcomes_topic,
-                       outcome_partitions_, options_.catch_up_timeout, running_, "registrar");
+  catch_up_targets_.clear();
+  caught_up_ = false;
   owner_ = true;
   Logger("registrar")
       ->info("msg=\"registrar owns the request partition\" resume_offset={}", next_offset_);
@@ -85,10 +79,16 @@ void Registrar::Run() {
       continue;
     }
     if (messages->empty() || !owner_.load()) continue;
-    if (auto status = ProcessBatch(*messages); !status) {
+    auto processed = ProcessBatch(*messages);
+    if (processed && *processed) {  // a deletion waits for the projections: read it again soon
+      if (auto seek = consumer_->Seek(options_.requests_topic, 0, next_offset_); !seek) {
+        logger->warn("msg=\"seek failed\" error=\"{}\"", seek.error().message);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } else if (!processed) {
       // Nothing of this batch was committed: read it again from the committed offset.
-      logger->warn("msg=\"batch not committed, retrying\" error=\"{}\"", status.error().message);
-      if (status.error().code == ErrorCode::kCorruption) {
+      logger->warn("msg=\"batch not committed, retrying\" error=\"{}\"", processed.error().message);
+      if (processed.error().code == ErrorCode::kCorruption) {
         healthy_ = false;  // the decider's own state is unreadable: a broken invariant
         return;
       }
@@ -114,10 +114,42 @@ Result<DecisionInputs> Registrar::InputsFor(const ProviderRequest& request) cons
   return inputs;
 }
 
-Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
+Result<bool> Registrar::ProjectionsCaughtUp() {
+  if (caught_up_) return true;
+  if (catch_up_targets_.empty()) {
+    for (const auto& [projection, topic] :
+         {std::pair<std::string, std::string>{RegistryProjection::kName, options_.outcomes_topic},
+          std::pair<std::string, std::string>{InstanceProjection::kName,
+                                              options_.instances_topic}}) {
+      if (topic.empty()) continue;
+      ASSIGN_OR_RETURN(const int partitions,
+                       TopicPartitionCount(producer_->handle(), topic, 10000));
+      auto& targets = catch_up_targets_[{projection, topic}];
+      for (int32_t p = 0; p < partitions; ++p) {
+        ASSIGN_OR_RETURN(auto marks, consumer_->QueryWatermarks(topic, p, 5000));
+        targets[p] = marks.second;
+      }
+    }
+    Logger("registrar")
+        ->info(
+            "msg=\"a deletion waits until the registry and instance projections have caught "
+            "up\"");
+  }
+  for (const auto& [key, targets] : catch_up_targets_) {
+    ASSIGN_OR_RETURN(auto applied, store_->LoadOffsets(key.first, key.second));
+    for (const auto& [partition, target] : targets) {
+      if (applied[partition] < target) return false;
+    }
+  }
+  caught_up_ = true;
+  return true;
+}
+
+Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
   StoreBatch batch;
   std::vector<std::future<Status>> pending;
   int64_t next = next_offset_;
+  bool deferred = false;
   auto& decisions = metrics_->GetCounter("dcm_registrar_decisions_total",
                                          "Requests decided by this instance's registrar");
   for (const auto& m : messages) {
@@ -139,6 +171,14 @@ Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
     }
     ProviderOutcome outcome;
     auto request = DecodeProviderRequest(*event, options_.rules);
+    if (request && request->kind == RequestKind::kDelete && !request->force) {
+      ASSIGN_OR_RETURN(const bool caught_up, ProjectionsCaughtUp());
+      if (!caught_up) {  // decide it once the projections hold what came before
+        next = m.offset;
+        deferred = true;
+        break;
+      }
+    }
     if (request) {
       ASSIGN_OR_RETURN(const DecisionInputs inputs, InputsFor(*request));
       ASSIGN_OR_RETURN(outcome, decider_.Decide(*request, m.offset, m.timestamp_ms, batch, inputs));
@@ -161,7 +201,7 @@ Status Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
   store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, next);
   RETURN_IF_ERROR(store_->Write(batch));
   next_offset_ = next;
-  return OkStatus();
+  return deferred;
 }
 
 }  // namespace dcm

@@ -22,9 +22,11 @@
 // instances (SPEC §6: a request produced straight to Kafka cannot delete a provider that hosts
 // them). The registrar reads it from this instance's instance projection at decision time. So
 // that a re-decision reaches the same outcome, a request whose outcome this instance's registry
-// already holds follows that outcome instead (a recorded rejection means the check failed), and a
-// new owner waits until its registry has applied what the previous owner produced before it
-// decides (consumers/catch_up.h).
+// already holds follows that outcome instead (a recorded rejection means the check failed). Both
+// reads need projections that hold what was produced before: after each assignment, the first
+// such deletion takes the high watermarks of dcm.providers and dcm.instances, and the registrar
+// decides it only once the registry and instance projections have applied them. Until then it
+// commits what it decided before the deletion and reads the deletion again (every 50 ms).
 #pragma once
 
 #include <atomic>
@@ -54,8 +56,8 @@ struct RegistrarOptions {
   size_t batch_size = 1000;
   // The live instances of a provider id (the instance projection); null: never any.
   std::function<Result<int64_t>(const std::string& provider_id)> live_instances;
-  // How long a new owner waits for its registry to apply the previous owner's outcomes.
-  std::chrono::milliseconds catch_up_timeout{10000};
+  // The instance facts topic: the instance projection the live-instance count comes from.
+  std::string instances_topic;
 };
 
 class Registrar {
@@ -71,10 +73,15 @@ class Registrar {
 
  private:
   void Run();
-  Status ProcessBatch(const std::vector<KafkaMessage>& messages);
+  // Decides, produces and commits `messages`; true when it stopped at a deletion that must wait
+  // for the projections (the consumer was sought back to it).
+  Result<bool> ProcessBatch(const std::vector<KafkaMessage>& messages);
   std::map<int32_t, int64_t> OnAssign(const std::vector<int32_t>& partitions);
   // What Decide needs beyond the request and the decider's state (see above).
   Result<DecisionInputs> InputsFor(const ProviderRequest& request) const;
+  // Whether the registry and instance projections hold what was produced before the first
+  // deletion decided since the assignment (see above). kUnavailable when a watermark is unknown.
+  Result<bool> ProjectionsCaughtUp();
 
   RegistrarOptions options_;
   Store* store_;
@@ -88,8 +95,11 @@ class Registrar {
   std::atomic<bool> running_{false};
   std::atomic<bool> owner_{false};
   std::atomic<bool> healthy_{true};
-  int64_t next_offset_ = 0;                  // runner thread only
-  std::vector<int32_t> outcome_partitions_;  // of options_.outcomes_topic, set by Start
+  int64_t next_offset_ = 0;  // runner thread only
+  // ProjectionsCaughtUp's targets: projection name, topic, partition -> offset to reach. Reset at
+  // each assignment; runner thread only.
+  std::map<std::pair<std::string, std::string>, std::map<int32_t, int64_t>> catch_up_targets_;
+  bool caught_up_ = false;
 };
 
 }  // namespace dcm

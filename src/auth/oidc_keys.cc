@@ -65,6 +65,14 @@ void OidcKeys::Tick(int64_t now_ms) {
 }
 
 bool OidcKeys::RefreshForUnknownKey(uint64_t seen_generation, int64_t now_ms) {
+  if (background_.load()) {
+    {
+      std::lock_guard lock(thread_mu_);
+      refresh_requested_ = true;
+    }
+    thread_cv_.notify_all();
+    return false;
+  }
   std::lock_guard lock(refresh_mu_);
   if (holder_.Generation() != seen_generation) return true;  // refreshed while we waited
   if (last_attempt_ms_ && now_ms - *last_attempt_ms_ < options_.min_refresh_interval_ms) {
@@ -72,6 +80,15 @@ bool OidcKeys::RefreshForUnknownKey(uint64_t seen_generation, int64_t now_ms) {
   }
   static_cast<void>(Refresh(now_ms));
   return holder_.Generation() != seen_generation;
+}
+
+int64_t OidcKeys::RequestedRefresh(int64_t now_ms) {
+  std::lock_guard lock(refresh_mu_);
+  if (last_attempt_ms_ && now_ms - *last_attempt_ms_ < options_.min_refresh_interval_ms) {
+    return options_.min_refresh_interval_ms - (now_ms - *last_attempt_ms_);
+  }
+  static_cast<void>(Refresh(now_ms));  // logged by Refresh
+  return 0;
 }
 
 Status OidcKeys::Refresh(int64_t now_ms) {
@@ -139,18 +156,33 @@ void OidcKeys::StartRefreshThread(const Clock& clock, std::chrono::milliseconds 
   std::lock_guard lock(thread_mu_);
   if (thread_.joinable()) return;
   stop_ = false;
-  thread_ = std::thread([this, &clock, period] {
-    std::unique_lock lock(thread_mu_);
-    do {  // a first Tick at once, then one per period
-      lock.unlock();
+  background_ = true;
+  thread_ = std::thread([this, &clock, period] { RefreshLoop(clock, period); });
+}
+
+void OidcKeys::RefreshLoop(const Clock& clock, std::chrono::milliseconds period) {
+  std::unique_lock lock(thread_mu_);
+  bool pending = false;  // an unknown key id asked for a refresh the rate limit still holds
+  std::chrono::milliseconds wait = period;
+  do {                   // a first Tick at once, then one per period or when a refresh is asked for
+    pending = std::exchange(refresh_requested_, false) || pending;
+    lock.unlock();
+    wait = period;
+    if (pending) {
+      const int64_t allowed_in = RequestedRefresh(clock.NowMillis());
+      pending = allowed_in > 0;
+      if (pending) wait = std::min(wait, std::chrono::milliseconds(allowed_in));
+    } else {
       Tick(clock.NowMillis());
-      lock.lock();
-    } while (!thread_cv_.wait_for(lock, period, [this] { return stop_; }));
-  });
+    }
+    lock.lock();
+  } while (!thread_cv_.wait_for(lock, wait, [this] { return stop_ || refresh_requested_; }) ||
+           !stop_);
 }
 
 void OidcKeys::StopRefreshThread() {
   std::thread thread;
+  background_ = false;
   {
     std::lock_guard lock(thread_mu_);
     stop_ = true;

@@ -69,12 +69,15 @@ class OidcKeys final : public KeySource {
   // Refreshes when one is due (see the diagram). For a periodic caller.
   void Tick(int64_t now_ms);
 
-  // See KeySource. Refreshes unless one ran less than min_refresh_interval ago; a caller that
-  // waited for another's refresh just looks again.
+  // See KeySource. Without the refresh thread: refreshes unless one ran less than
+  // min_refresh_interval ago (a caller that waited for another's refresh just looks again).
+  // With it: never fetches on the caller's thread (an HTTP worker that serves many
+  // connections): it asks the thread for a refresh as soon as the rate limit allows and returns
+  // false at once, so that token gets its 401 and a retry after the refresh verifies.
   bool RefreshForUnknownKey(uint64_t seen_generation, int64_t now_ms) override;
 
-  // Runs Tick(clock.NowMillis()) every `period` on a thread of its own until
-  // StopRefreshThread. `clock` must outlive it.
+  // Runs Tick(clock.NowMillis()) every `period` on a thread of its own, and the refreshes that
+  // unknown key ids ask for, until StopRefreshThread. `clock` must outlive it.
   void StartRefreshThread(const Clock& clock,
                           std::chrono::milliseconds period = std::chrono::seconds(1));
   // Idempotent. Waits for a refresh in progress to finish.
@@ -91,6 +94,10 @@ class OidcKeys final : public KeySource {
 
   // One refresh: discovery (unless the jwks_uri is known), JWKS, publish. Requires refresh_mu_.
   Status Refresh(int64_t now_ms);
+  // The refresh an unknown key id asked for, on the refresh thread: 0 when it ran, else the ms
+  // until the rate limit allows it.
+  int64_t RequestedRefresh(int64_t now_ms);
+  void RefreshLoop(const Clock& clock, std::chrono::milliseconds period);
   Result<std::string> Discover();
   Result<Jwks> FetchJwks();
 
@@ -110,7 +117,9 @@ class OidcKeys final : public KeySource {
 
   std::mutex thread_mu_;
   std::condition_variable thread_cv_;
-  bool stop_ = false;  // guarded by thread_mu_
+  bool stop_ = false;                    // guarded by thread_mu_
+  bool refresh_requested_ = false;       // guarded by thread_mu_: an unknown kid asked
+  std::atomic<bool> background_{false};  // the refresh thread runs
   std::thread thread_;
 };
 

@@ -23,8 +23,10 @@ struct JwtFree {
 using Candidates = std::vector<const VerificationKey*>;
 
 tl::unexpected<AuthFailure> KeysNotLoaded(const KeySnapshot& snapshot) {
+  // Why they are missing (an internal address, a TLS error) is logged by the key source, not
+  // told to an unauthenticated caller.
   std::string reason = "signing keys not loaded";
-  if (!snapshot.unavailable.empty()) reason += " (" + Printable(snapshot.unavailable, 200) + ")";
+  if (!snapshot.unavailable.empty()) reason += " (the issuer could not be reached)";
   return Fail(AuthFailureKind::kKeysUnavailable, std::move(reason));
 }
 

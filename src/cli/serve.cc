@@ -289,6 +289,7 @@ int RunServe(ServeFlags flags) {
   registrar_options.group_id = config.topics.prefix + "registrar";
   registrar_options.source = "dcm/registrar/" + config.instance_id;
   registrar_options.rules = provider_rules;
+  registrar_options.instances_topic = config.topics.Instances();
   registrar_options.live_instances = [&instance_view](const std::string& provider_id) {
     return instance_view.LiveInstances(provider_id);
   };

@@ -1,5 +1,7 @@
 #include "src/common/config.h"
 
+#include "src/common/url.h"
+
 namespace dcm {
 
 std::vector<std::string> SplitList(const std::string& text) {
@@ -36,10 +38,18 @@ Status ValidateTrustBoundary(const Config& c) {
         "certificates; or set AUTH_DISABLED=true to run without authentication (anyone who "
         "reaches --listen can then register, delete and rehydrate)");
   }
-  if (!c.auth.issuer_url.empty() && !c.auth.issuer_url.starts_with("https://") &&
-      !c.auth.issuer_url.starts_with("http://")) {
-    return Invalid("AUTH_ISSUER_URL must be an http:// or https:// URL, got '" + c.auth.issuer_url +
-                   "'");
+  if (!c.auth.issuer_url.empty()) {
+    // The issuer's keys decide who is admin: fetched over plain HTTP, anyone on the path could
+    // swap them. Plain HTTP only to a loopback issuer (a sidecar on this host).
+    auto url = ParseHttpUrl(c.auth.issuer_url);
+    if (!url) return Invalid("AUTH_ISSUER_URL '" + c.auth.issuer_url + "' " + url.error().message);
+    const bool loopback =
+        url->host == "localhost" || url->host == "::1" || url->host.starts_with("127.");
+    if (url->scheme != "https" && !loopback) {
+      return Invalid(
+          "AUTH_ISSUER_URL must be https:// (plain http only for a loopback issuer), got '" +
+          c.auth.issuer_url + "'");
+    }
   }
   if (!c.auth.cert_roles.empty() && c.tls.client_ca_file.empty()) {
     return Invalid("AUTH_CERT_ROLES needs --tls-client-ca-file (client certificates)");

@@ -11,7 +11,8 @@
 //      ▼
 //   handler (request.principal set: its `subject` is the `actor` of the events it causes)
 //
-// A 401 or 403 never produces an event or changes state; it is logged and counted
+// A 401 or 403 of the router never produces an event or changes state (a 403 the registrar
+// decides, on a request that reached it, is recorded as a rejection); it is logged and counted
 // (dcm_http_auth_denied_total{status,reason}: reason is "no_credentials", an
 // auth::AuthFailureKindName such as "expired", or "role" / "owner" for a 403).
 #pragma once
@@ -49,8 +50,5 @@ struct AccessContext {
 
 // The principal of every request while authentication is disabled.
 Principal AnonymousPrincipal();
-
-// The roles a call with `access` needs, as words for a 403 ("one of dcm-user, dcm-admin").
-std::string DescribeAccess(Access access);
 
 }  // namespace dcm::http

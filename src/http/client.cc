@@ -27,8 +27,6 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using TlsStream = ssl::stream<beast::tcp_stream&>;
 
-constexpr uint64_t kMaxResponseBody = 64u << 20;
-
 std::string LowerCase(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -183,7 +181,7 @@ struct HttpClient::Impl {
       return tl::unexpected(Fail(ec, what, "write"));
     }
     bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(kMaxResponseBody);
+    parser.body_limit(options.max_response_bytes);
     if (head) parser.skip(true);
     stream.expires_at(deadline);
     bhttp::async_read(s, buffer, parser, [&](const beast::error_code& e, size_t) { ec = e; });

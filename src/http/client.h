@@ -54,6 +54,8 @@ struct HttpClientOptions {
   // Sent with every request (e.g. {"Authorization", "Bearer <token>"} for a client of DCM's
   // own API: sp-sim, `dcm events --server`).
   std::vector<std::pair<std::string, std::string>> headers = {};
+  // A response body larger than this fails the request (kUnavailable): it is never buffered.
+  uint64_t max_response_bytes = 64u << 20;
 };
 
 class HttpClient {

@@ -58,6 +58,11 @@ std::optional<bool> ParseBoolFlag(const HttpRequest& request, const std::string&
   return std::nullopt;
 }
 
+bool ForceRequested(const HttpRequest& request) {
+  const auto* force = request.Query("force");
+  return force && (*force == "true" || *force == "1");
+}
+
 HttpResponse WithMember(HttpResponse problem, std::string_view key, std::string_view value) {
   const auto close = problem.body.rfind('}');
   if (close == std::string::npos) return problem;

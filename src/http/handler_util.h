@@ -32,6 +32,10 @@ std::optional<size_t> ParsePageSize(const HttpRequest& request, HttpResponse* er
 std::optional<bool> ParseBoolFlag(const HttpRequest& request, const std::string& name,
                                   bool fallback, HttpResponse* error);
 
+// `?force=true` (or `1`) on a provider deletion. One parser for the router's admin-only check
+// and the handler's request (SPEC §3.1, §6), so the two can never disagree.
+bool ForceRequested(const HttpRequest& request);
+
 // `problem` (a problem+json response) with the extra string member `key` appended.
 HttpResponse WithMember(HttpResponse problem, std::string_view key, std::string_view value);
 

@@ -51,6 +51,7 @@ HttpClient& ClientFor(const std::string& origin, const HttpClientOptions& option
     std::string origin;
     const void* outbound = nullptr;
     const void* tls = nullptr;
+    uint64_t max_response_bytes = 0;
     std::unique_ptr<HttpClient> client;
     uint64_t last_used = 0;
   };
@@ -58,7 +59,8 @@ HttpClient& ClientFor(const std::string& origin, const HttpClientOptions& option
   thread_local uint64_t tick = 0;
   ++tick;
   for (auto& e : cache) {
-    if (e.origin == origin && e.outbound == options.outbound.get() && e.tls == options.tls.get()) {
+    if (e.origin == origin && e.outbound == options.outbound.get() && e.tls == options.tls.get() &&
+        e.max_response_bytes == options.max_response_bytes) {
       e.last_used = tick;
       return *e.client;
     }
@@ -71,7 +73,8 @@ HttpClient& ClientFor(const std::string& origin, const HttpClientOptions& option
     cache.erase(cache.begin() + static_cast<std::ptrdiff_t>(oldest));
   }
   cache.push_back(Entry{origin, options.outbound.get(), options.tls.get(),
-                        std::make_unique<HttpClient>(origin, options), tick});
+                        options.max_response_bytes, std::make_unique<HttpClient>(origin, options),
+                        tick});
   return *cache.back().client;
 }
 
@@ -191,7 +194,9 @@ std::string PercentEncode(const std::string& text) {
 
 HttpServiceProviderApi::HttpServiceProviderApi(std::chrono::milliseconds timeout,
                                                HttpClientOptions options)
-    : timeout_(timeout), options_(std::move(options)) {}
+    : timeout_(timeout), options_(std::move(options)) {
+  options_.max_response_bytes = std::min(options_.max_response_bytes, kMaxSpReplyBytes);
+}
 
 Result<SpReply> HttpServiceProviderApi::CreateInstance(const std::string& endpoint,
                                                        const std::string& instance_id,

@@ -54,6 +54,9 @@
 namespace dcm::http {
 
 inline constexpr size_t kMaxCachedOrigins = 16;
+// The largest SP reply body read: only its status and a 256-byte summary are ever used, so a
+// hostile SP cannot make 32 worker threads buffer 64 MiB each.
+inline constexpr uint64_t kMaxSpReplyBytes = 1u << 20;
 
 class HttpServiceProviderApi : public ServiceProviderApi {
  public:

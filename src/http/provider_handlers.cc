@@ -214,8 +214,7 @@ void DeleteProvider(const HttpRequest& request, const std::string& id, const Api
   ProviderRequest r;
   r.kind = RequestKind::kDelete;
   r.id = id;
-  const auto* force = request.Query("force");
-  r.force = force && (*force == "true" || *force == "1");
+  r.force = ForceRequested(request);
   if (ctx.instances && !r.force) {
     auto live = ctx.instances->LiveInstances(id);
     if (!live) return respond(ProblemFromError(live.error()));

@@ -1,12 +1,16 @@
 #include "src/http/router.h"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "src/common/log.h"
+#include "src/common/reply_summary.h"
 #include "src/http/audit_handlers.h"
+#include "src/http/handler_util.h"
 #include "src/http/instance_handlers.h"
 #include "src/http/problem.h"
 
@@ -192,15 +196,19 @@ bool Matches(std::string_view pattern, std::string_view path, std::string* id) {
   return true;
 }
 
+// Caller-controlled text in a logfmt value: no control characters, quotes or backslashes.
+std::string LogSafe(std::string_view text) {
+  std::string out = SanitizeText(text, 200);
+  for (char& c : out) {
+    if (c == '"' || c == '\\') c = '\'';
+  }
+  return out;
+}
+
 HttpResponse MethodNotAllowed(const std::string& allow) {
   HttpResponse r = Problem(405, "allowed methods: " + allow);
   r.headers.emplace_back("Allow", allow);
   return r;
-}
-
-bool ForceRequested(const HttpRequest& req) {
-  const auto* force = req.Query("force");
-  return force && (*force == "true" || *force == "1");
 }
 
 constexpr uint32_t kAnyRole = kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin;
@@ -281,8 +289,10 @@ class Router {
     const auth::AuthFailure& failure = principal.error();
     const bool token_given = !token.empty();
     Count("401", token_given ? auth::AuthFailureKindName(failure.kind) : "no_credentials");
-    Logger("auth")->info("msg=\"unauthenticated\" method={} path=\"{}\" reason=\"{}\"", req.method,
-                         req.path.substr(0, 200), failure.reason);
+    if (LogAllowed()) {  // anyone can send 401s: the metric counts them all, the log a few
+      Logger("auth")->info("msg=\"unauthenticated\" method={} target=\"{}\" reason=\"{}\"",
+                           LogSafe(req.method), LogSafe(req.target), failure.reason);
+    }
     HttpResponse r = Problem(401, failure.reason);
     r.headers.emplace_back("WWW-Authenticate",
                            auth::BearerChallenge(token_given ? &failure : nullptr));
@@ -318,8 +328,9 @@ class Router {
   HttpResponse Forbidden(const HttpRequest& req, const char* reason,
                          const std::string& detail) const {
     Count("403", reason);
-    Logger("auth")->info("msg=\"forbidden\" subject=\"{}\" method={} path=\"{}\" reason=\"{}\"",
-                         req.principal.subject, req.method, req.path.substr(0, 200), detail);
+    Logger("auth")->info("msg=\"forbidden\" subject=\"{}\" method={} target=\"{}\" reason=\"{}\"",
+                         LogSafe(req.principal.subject), LogSafe(req.method), LogSafe(req.target),
+                         LogSafe(detail));
     return Problem(403, detail);
   }
 
@@ -332,7 +343,19 @@ class Router {
         .Inc();
   }
 
+  // At most kLogLinesPerSecond 401 log lines a second (races between threads only blur it).
+  bool LogAllowed() const {
+    constexpr int kLogLinesPerSecond = 10;
+    const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    if (log_second_.exchange(second) != second) log_lines_ = 0;
+    return log_lines_.fetch_add(1) < kLogLinesPerSecond;
+  }
+
   Contexts c_;
+  mutable std::atomic<int64_t> log_second_{0};
+  mutable std::atomic<int> log_lines_{0};
 };
 
 }  // namespace
@@ -340,17 +363,6 @@ class Router {
 Principal AnonymousPrincipal() {
   return Principal{Principal::Via::kDisabled, std::string(kAnonymousActor),
                    kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin};
-}
-
-std::string DescribeAccess(Access access) {
-  if (access == Access::kOpen) return "no credentials";
-  std::string out = DescribeRoles(RolesFor(access, false));
-  if (access == Access::kMetrics) out += " (none with METRICS_PUBLIC=true)";
-  if (access == Access::kOwnProvider || access == Access::kDeleteProvider) {
-    out += " (dcm-provider: only the providers it owns)";
-  }
-  if (access == Access::kDeleteProvider) out += "; ?force=true: dcm-admin";
-  return out;
 }
 
 std::vector<RouteInfo> RouteTable() {

@@ -17,8 +17,10 @@
 
 namespace dcm::http {
 
-// The returned handler copies the contexts; their pointers must outlive it.
-Handler MakeRouter(ApiContext api, OpsContext ops, AccessContext access = {});
+// The returned handler copies the contexts; their pointers must outlive it. `access` has no
+// default: a router without an authenticator lets everyone act as admin, which a caller must
+// ask for (AccessContext{}).
+Handler MakeRouter(ApiContext api, OpsContext ops, AccessContext access);
 
 // One row of the route table, for docs and tests: method, path pattern ("/providers/{id}"; API
 // routes are relative to the base path) and the access it needs.

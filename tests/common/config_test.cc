@@ -86,6 +86,19 @@ TEST(ValidateConfigTest, RejectsContradictoryOrIncompleteTrustSettings) {
   EXPECT_FALSE(ValidateConfig(c));
 }
 
+// The issuer's keys decide who is admin: never fetched over plain HTTP across a network.
+TEST(ValidateConfigTest, AnIssuerOverPlainHttpMustBeOnLoopback) {
+  Config c = DevConfig();
+  c.auth.issuer_url = "http://idp.example.com/realms/dcm";
+  auto status = ValidateConfig(c);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.error().message.find("must be https://"), std::string::npos);
+  c.auth.issuer_url = "http://127.0.0.1:8081/realms/dcm";
+  EXPECT_TRUE(ValidateConfig(c));
+  c.auth.issuer_url = "https://idp.example.com/realms/dcm";
+  EXPECT_TRUE(ValidateConfig(c));
+}
+
 TEST(ValidateConfigTest, RejectsListenWithoutPort) {
   Config c = DevConfig();
   c.listen = "localhost";

@@ -183,7 +183,7 @@ class HandlersTest : public ::testing::Test {
     ops.info.topics = {"dcm.provider-requests", "dcm.providers"};
     ops.info.components = {"api", "registrar"};
     ops_ = std::move(ops);
-    router_ = MakeRouter(Api(), ops_);
+    router_ = MakeRouter(Api(), ops_, AccessContext{});  // auth disabled (auth_handlers_test.cc)
   }
 
   ApiContext Api() {

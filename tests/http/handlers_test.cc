@@ -572,7 +572,7 @@ class AuditHandlersTest : public HandlersTest {
     ApiContext api = Api();
     api.audit = audit_view_.get();
     api.fold_topics = FoldTopics{"dcm.providers", "dcm.health", "dcm.instances", "dcm.status"};
-    router_ = MakeRouter(api, OpsContext{});
+    router_ = MakeRouter(api, OpsContext{}, AccessContext{});
     // p1 registered at 00:00:01 and deleted at 00:00:03.
     AuditProjection audit(store_.get(), "dcm.providers", nullptr);
     StoreBatch batch;

@@ -390,10 +390,10 @@ class InstanceHandlersTest : public ::testing::Test {
     api.source = "dcm/http/test";
     api.instances = instances_.get();
     api.instance_commands = bus_.get();
-    router_ = MakeRouter(api, OpsContext{});
+    router_ = MakeRouter(api, OpsContext{}, AccessContext{});
     api.instances = nullptr;
     api.instance_commands = nullptr;
-    no_instances_router_ = MakeRouter(api, OpsContext{});
+    no_instances_router_ = MakeRouter(api, OpsContext{}, AccessContext{});
   }
 
   HttpResponse CallWith(const Handler& router, const std::string& method, const std::string& target,

@@ -681,7 +681,10 @@ TEST(SpSimOptionsTest, RejectsInvalidOptions) {
   options.service_types.clear();
   EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
   options = SpSimOptions{};
-  options.dcm_url = "https://dcm:8443";
+  options.dcm_url = "ftp://dcm:8443";
+  EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
+  options = SpSimOptions{};
+  options.tls_cert_file = "providers.pem";  // without its key
   EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
   options = SpSimOptions{};
   options.control_listen = "127.0.0.1:notaport";
