@@ -164,7 +164,8 @@ void OidcKeys::RefreshLoop(const Clock& clock, std::chrono::milliseconds period)
   std::unique_lock lock(thread_mu_);
   bool pending = false;  // an unknown key id asked for a refresh the rate limit still holds
   std::chrono::milliseconds wait = period;
-  do {                   // a first Tick at once, then one per period or when a refresh is asked for
+  // A first Tick at once, then one per period, or a refresh when an unknown key id asks.
+  do {
     pending = std::exchange(refresh_requested_, false) || pending;
     lock.unlock();
     wait = period;

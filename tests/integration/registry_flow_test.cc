@@ -12,6 +12,7 @@
 #include "consumers/projection_runner.h"
 #include "consumers/registrar.h"
 #include "events/provider_events.h"
+#include "projections/instance_projection.h"
 #include "src/common/time_format.h"
 #include "tests/integration/kafka_env.h"
 
@@ -26,7 +27,11 @@ using testing::OrDie;
 
 // One control-plane instance's Kafka-facing parts, on its own data dir.
 struct Instance {
-  Instance(testing::KafkaEnv& env, const std::string& dir) : env(env) {
+  // `live`: what the registrar reads as a provider's live instances (the instance projection);
+  // with it, the registrar also waits for that projection (its offsets of dcm.instances).
+  Instance(testing::KafkaEnv& env, const std::string& dir,
+           std::function<Result<int64_t>(const std::string&)> live = nullptr)
+      : env(env) {
     std::filesystem::create_directories(dir);
     store = OrDie(Store::Open(dir));
     producer = OrDie(Producer::Create(env.kafka));
@@ -42,6 +47,10 @@ struct Instance {
     ro.group_id = env.config.topics.prefix + "registrar";
     ro.rules = ProviderRules(kTypes);
     ro.kafka = env.kafka;
+    if (live) {
+      ro.live_instances = std::move(live);
+      ro.instances_topic = env.config.topics.Instances();
+    }
     registrar = std::make_unique<Registrar>(ro, store.get(), view.get(), producer.get(), &metrics,
                                             &SystemClock::Instance());
   }
@@ -307,6 +316,40 @@ TEST_F(RegistryFlowTest, RestartResumesFromStoredOffsetsWithoutReapplying) {
   // Nothing new was produced, so a resumed runner applies nothing.
   EXPECT_EQ(second.runner->Applied(), 0u);
   EXPECT_EQ(*second.store->Digest(RegistryProjection::kPrefix), digest_before);
+}
+
+// SPEC §6: a deletion produced straight to Kafka cannot remove a provider that hosts live
+// instances; the registrar decides it only once its instance projection holds what was there.
+TEST_F(RegistryFlowTest, AKafkaDeletionWaitsForTheInstanceProjectionAndIsRefusedWhileItHostsSome) {
+  auto env = testing::KafkaEnv::Create();  // its own registrar group: the only decider
+  ASSERT_NE(env, nullptr);
+  Instance in(*env, (root_ / "live").string(),
+              [](const std::string&) -> Result<int64_t> { return int64_t{2}; });
+  in.Start();
+  auto registered = OrDie(in.Register(Unique("hosting")));
+  // An instance fact this instance's (absent) instance projection has not applied.
+  const std::string instances = env->config.topics.Instances();
+  const KafkaPosition fact = OrDie(in.producer->ProduceSync(instances, "root-1", "{}"));
+
+  ProviderRequest del;
+  del.kind = RequestKind::kDelete;
+  del.id = registered.provider.id;
+  const CloudEvent request =
+      EncodeProviderRequest(del, "kcat", SystemClock::Instance().NowMillis());
+  auto outcome = std::async(std::launch::async, [&] { return in.Send(request); });
+  EXPECT_EQ(outcome.wait_for(1500ms), std::future_status::timeout)
+      << "decided before the instance projection caught up";
+  StoreBatch batch;  // the instance projection catches up
+  in.store->PutOffset(batch, InstanceProjection::kName, instances, fact.partition, fact.offset + 1);
+  ASSERT_TRUE(in.store->Write(batch));
+  auto refused = OrDie(outcome.get());
+  EXPECT_EQ(refused.kind, OutcomeKind::kRejected);
+  EXPECT_EQ(refused.status, 409);
+  EXPECT_EQ(refused.detail, "provider '" + del.id + "' hosts 2 live instances; use ?force=true");
+
+  del.force = true;
+  auto forced = OrDie(in.Send(EncodeProviderRequest(del, "kcat", 0)));
+  EXPECT_EQ(forced.kind, OutcomeKind::kDeleted);
 }
 
 }  // namespace
