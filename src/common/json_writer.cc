@@ -6,31 +6,39 @@
 #include <cstring>
 
 namespace dcm {
-namespace {
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if it is invalid (overlongs,
-// surrogates and code points above U+10FFFF are invalid, per RFC 3629).
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
+size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
   const size_t left = s.size() - i;
-  auto cont = [&](size_t k) { return k < left && (b(k) & 0xC0) == 0x80; };
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  const auto cont = [&](size_t k) { return k < left && (b(k) & 0xC0) == 0x80; };
+  const unsigned char c = b(0);
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  if (c >= 0xC2 && c <= 0xDF) {
+    if (!cont(1)) return 0;
+    *cp = ((c & 0x1Fu) << 6) | (b(1) & 0x3Fu);
+    return 2;
+  }
   if (c >= 0xE0 && c <= 0xEF) {
     if (!cont(1) || !cont(2)) return 0;
     if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
     if (c == 0xED && b(1) > 0x9F) return 0;  // surrogate
+    *cp = ((c & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu);
     return 3;
   }
   if (c >= 0xF0 && c <= 0xF4) {
     if (!cont(1) || !cont(2) || !cont(3)) return 0;
     if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
     if (c == 0xF4 && b(1) > 0x8F) return 0;  // > U+10FFFF
+    *cp = ((c & 0x07u) << 18) | ((b(1) & 0x3Fu) << 12) | ((b(2) & 0x3Fu) << 6) | (b(3) & 0x3Fu);
     return 4;
   }
   return 0;
 }
+
+namespace {
 
 // True when one of the 8 bytes of `w` needs escaping: < 0x20, >= 0x7F, '"' or '\\'. Exact
 // (the classic "has a zero byte" test: borrows only ever spill above a byte that matched).
@@ -65,7 +73,8 @@ void AppendJsonEscaped(std::string& out, std::string_view value) {
     if (i == value.size()) break;
     const unsigned char c = static_cast<unsigned char>(value[i]);
     if (c >= 0x80) {
-      const size_t len = Utf8SequenceLength(value, i);
+      uint32_t code_point = 0;
+      const size_t len = DecodeUtf8(value, i, &code_point);
       if (len == 0) {
         out.append("\xEF\xBF\xBD");  // U+FFFD
         ++i;

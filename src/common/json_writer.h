@@ -60,6 +60,11 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+// The code point of the valid UTF-8 sequence at s[i] and its length, or length 0 if it is
+// invalid (overlongs, surrogates, above U+10FFFF, truncated: RFC 3629). JsonWriter's repair and
+// SanitizeText (reply_summary.h) both read UTF-8 through it.
+size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp);
+
 // Appends `value` escaped (without quotes) to `out`, replacing invalid UTF-8 with U+FFFD.
 void AppendJsonEscaped(std::string& out, std::string_view value);
 

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cstdint>
 
+#include "src/common/json_writer.h"
+
 namespace dcm {
 namespace {
 
@@ -12,39 +14,6 @@ namespace {
 // huge body only to find no `detail` would cost a reply's worth of CPU per failure).
 constexpr size_t kMaxParsedBody = 64 * 1024;
 constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
-
-// The code point of the valid UTF-8 sequence at s[i] and its length, or length 0 if invalid
-// (overlongs, surrogates, above U+10FFFF, truncated).
-size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const size_t left = s.size() - i;
-  const auto cont = [&](size_t k) { return k < left && (b(k) & 0xC0) == 0x80; };
-  const unsigned char c = b(0);
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  if (c >= 0xC2 && c <= 0xDF) {
-    if (!cont(1)) return 0;
-    *cp = ((c & 0x1Fu) << 6) | (b(1) & 0x3Fu);
-    return 2;
-  }
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (!cont(1) || !cont(2)) return 0;
-    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
-    if (c == 0xED && b(1) > 0x9F) return 0;  // surrogate
-    *cp = ((c & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu);
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (!cont(1) || !cont(2) || !cont(3)) return 0;
-    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
-    if (c == 0xF4 && b(1) > 0x8F) return 0;  // > U+10FFFF
-    *cp = ((c & 0x07u) << 18) | ((b(1) & 0x3Fu) << 12) | ((b(2) & 0x3Fu) << 6) | (b(3) & 0x3Fu);
-    return 4;
-  }
-  return 0;
-}
 
 bool Unsafe(uint32_t cp) {
   return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||

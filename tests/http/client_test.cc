@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/http/server.h"
+#include "tests/common/silent_listener.h"
 #include "tests/common/test_pki.h"
 #include "tests/common/tls_proxy.h"
 
@@ -193,32 +194,6 @@ TEST_F(ClientTest, RedirectsAreReturnedNotFollowed) {
 
 // ---- the outbound policy ----------------------------------------------------------------------
 
-// A listener that is never accepted from: Offered() says whether a connection reached it.
-class Listener {
- public:
-  Listener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(fd_, 16);
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~Listener() { ::close(fd_); }
-  uint16_t port() const { return port_; }
-  bool Offered() const {
-    pollfd pfd{fd_, POLLIN, 0};
-    return ::poll(&pfd, 1, 50) == 1;
-  }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
-
 std::shared_ptr<const OutboundPolicy> DefaultPolicy(std::vector<std::string> allow = {}) {
   OutboundPolicy::Options options;
   options.allow_cidrs = std::move(allow);
@@ -228,7 +203,7 @@ std::shared_ptr<const OutboundPolicy> DefaultPolicy(std::vector<std::string> all
 }
 
 TEST(ClientOutboundTest, RefusedLiteralIsBlockedWithoutAConnection) {
-  Listener listener;
+  testing::SilentListener listener;
   HttpClientOptions options;
   options.outbound = DefaultPolicy();
   HttpClient client("http://127.0.0.1:" + std::to_string(listener.port()), options);
@@ -243,7 +218,7 @@ TEST(ClientOutboundTest, RefusedLiteralIsBlockedWithoutAConnection) {
 }
 
 TEST(ClientOutboundTest, NameResolvingOnlyToRefusedAddressesIsBlockedWithoutAConnection) {
-  Listener listener;
+  testing::SilentListener listener;
   HttpClientOptions options;
   options.outbound = DefaultPolicy();
   auto res =

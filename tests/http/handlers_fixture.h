@@ -28,6 +28,7 @@
 #include "src/common/clock.h"
 #include "src/common/metrics.h"
 #include "src/http/router.h"
+#include "tests/http/call_router.h"
 
 namespace dcm::http {
 
@@ -195,35 +196,7 @@ class HandlersTest : public ::testing::Test {
                     const std::string& body = "",
                     std::map<std::string, std::string> headers = {
                         {"content-type", "application/json"}}) {
-    HttpRequest req;
-    req.method = method;
-    req.target = target;
-    const auto q = target.find('?');
-    req.path = target.substr(0, q);
-    if (q != std::string::npos) {
-      std::string rest = target.substr(q + 1);
-      size_t start = 0;
-      while (start <= rest.size()) {
-        size_t amp = rest.find('&', start);
-        if (amp == std::string::npos) amp = rest.size();
-        std::string pair = rest.substr(start, amp - start);
-        if (!pair.empty()) {
-          const auto eq = pair.find('=');
-          req.query.emplace(pair.substr(0, eq), eq == std::string::npos ? "" : pair.substr(eq + 1));
-        }
-        start = amp + 1;
-      }
-    }
-    req.headers = std::move(headers);
-    req.body = body;
-    std::optional<HttpResponse> captured;
-    int calls = 0;
-    router_(std::move(req), [&](HttpResponse r) {
-      ++calls;
-      captured = std::move(r);
-    });
-    EXPECT_EQ(calls, 1) << method << " " << target << ": respond must be called exactly once";
-    return captured.value_or(HttpResponse{-1, "", "", {}});
+    return CallRouter(router_, method, target, body, std::move(headers));
   }
 
   static std::string Spec(const std::string& name, const std::string& type = "vm") {

@@ -22,6 +22,7 @@
 #include "src/http/placement_clients.h"
 #include "src/http/server.h"
 #include "src/sim/sp_sim.h"
+#include "tests/common/silent_listener.h"
 #include "tests/common/test_pki.h"
 #include "tests/common/tls_proxy.h"
 
@@ -291,36 +292,14 @@ TEST(SpApiWireTest, NoAnswerWithinTheTimeoutIsATimeout) {
   EXPECT_EQ(deleted.error().code, ErrorCode::kTimeout);
 }
 
-// A listener nobody accepts from: Offered() says whether a connection reached it.
-class Listener {
- public:
-  Listener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(fd_, 16);
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~Listener() { ::close(fd_); }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_) + "/api/vm"; }
-  bool Offered() const {
-    pollfd pfd{fd_, POLLIN, 0};
-    return ::poll(&pfd, 1, 50) == 1;
-  }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
-
 TEST(SpApiWireTest, ACreateAnswering302IsAReplyAndTheRedirectIsNotFollowed) {
   FakeSp sp;
-  Listener elsewhere;
-  sp.Answer(HttpResponse{302, "text/html", "<a>moved</a>", {{"Location", elsewhere.endpoint()}}});
+  testing::SilentListener elsewhere;
+  sp.Answer(HttpResponse{
+      302,
+      "text/html",
+      "<a>moved</a>",
+      {{"Location", "http://127.0.0.1:" + std::to_string(elsewhere.port()) + "/api/vm"}}});
   HttpServiceProviderApi api(2s, HttpClientOptions{});
   auto created = api.CreateInstance(sp.endpoint(), "inst-1", "{}");
   ASSERT_TRUE(created) << created.error().message;
