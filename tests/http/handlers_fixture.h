@@ -28,7 +28,7 @@
 #include "src/common/clock.h"
 #include "src/common/metrics.h"
 #include "src/http/router.h"
-#include "tests/http/call_router.h"
+#include "tests/http/handler_calls.h"
 
 namespace dcm::http {
 
@@ -117,48 +117,6 @@ class FakeCommandBus final : public CommandBus {
   std::vector<CloudEvent> recorded_;
   std::vector<CloudEvent> submitted_;
 };
-
-// A parsed JSON response body (the parser owns the document).
-struct JsonBody {
-  std::unique_ptr<simdjson::dom::parser> parser = std::make_unique<simdjson::dom::parser>();
-  simdjson::dom::element root;
-
-  std::string Str(std::string_view key) const {
-    std::string_view v;
-    if (root[key].get(v)) return "<missing " + std::string(key) + ">";
-    return std::string(v);
-  }
-  int64_t Int(std::string_view key) const {
-    int64_t v = -1;
-    if (root[key].get(v)) return -1;
-    return v;
-  }
-  // The `field`s of a problem's errors[].
-  std::vector<std::string> ErrorFields() const {
-    std::vector<std::string> out;
-    simdjson::dom::array errors;
-    if (root["errors"].get(errors)) return out;
-    for (auto e : errors) {
-      std::string_view f;
-      if (!e["field"].get(f)) out.emplace_back(f);
-    }
-    return out;
-  }
-};
-
-inline JsonBody Parse(const HttpResponse& response) {
-  JsonBody body;
-  auto error = body.parser->parse(response.body).get(body.root);
-  EXPECT_FALSE(error) << "unparsable body: " << response.body;
-  return body;
-}
-
-inline const std::string* FindHeader(const HttpResponse& response, const std::string& name) {
-  for (const auto& [k, v] : response.headers) {
-    if (k == name) return &v;
-  }
-  return nullptr;
-}
 
 class HandlersTest : public ::testing::Test {
  protected:

@@ -25,7 +25,7 @@
 #include "src/common/clock.h"
 #include "src/common/metrics.h"
 #include "src/http/router.h"
-#include "tests/http/call_router.h"
+#include "tests/http/handler_calls.h"
 
 namespace dcm::http {
 namespace {
@@ -307,69 +307,6 @@ class FakeProviderBus final : public CommandBus {
   const Clock* clock_;
   std::vector<CloudEvent> submitted_;
 };
-
-// A parsed JSON response body (the parser owns the document).
-struct JsonBody {
-  std::unique_ptr<simdjson::dom::parser> parser = std::make_unique<simdjson::dom::parser>();
-  simdjson::dom::element root;
-
-  std::string Str(std::string_view key) const {
-    std::string_view v;
-    if (root[key].get(v)) return "<missing " + std::string(key) + ">";
-    return std::string(v);
-  }
-  int64_t Int(std::string_view key) const {
-    int64_t v = -1;
-    if (root[key].get(v)) return -1;
-    return v;
-  }
-  bool Has(std::string_view key) const { return !root[key].error(); }
-  bool IsNull(std::string_view key) const {
-    simdjson::dom::element e;
-    return !root[key].get(e) && e.is_null();
-  }
-  // The minified JSON of member `key`.
-  std::string Raw(std::string_view key) const {
-    simdjson::dom::element e;
-    if (root[key].get(e)) return "<missing " + std::string(key) + ">";
-    return simdjson::minify(e);
-  }
-  std::vector<std::string> ErrorFields() const {
-    std::vector<std::string> out;
-    simdjson::dom::array errors;
-    if (root["errors"].get(errors)) return out;
-    for (auto e : errors) {
-      std::string_view f;
-      if (!e["field"].get(f)) out.emplace_back(f);
-    }
-    return out;
-  }
-  // The string `field` of every element of the array `key`.
-  std::vector<std::string> Column(std::string_view key, std::string_view field) const {
-    std::vector<std::string> out;
-    simdjson::dom::array items;
-    if (root[key].get(items)) return {"<missing " + std::string(key) + ">"};
-    for (auto item : items) {
-      std::string_view v;
-      out.emplace_back(item[field].get(v) ? "<missing>" : std::string(v));
-    }
-    return out;
-  }
-};
-
-JsonBody Parse(const HttpResponse& response) {
-  JsonBody body;
-  auto error = body.parser->parse(response.body).get(body.root);
-  EXPECT_FALSE(error) << "unparsable body: " << response.body;
-  return body;
-}
-
-const std::string* FindHeader(const HttpResponse& response, const std::string& name) {
-  for (const auto& [k, v] : response.headers) {
-    if (k == name) return &v;
-  }
-  return nullptr;
-}
 
 class InstanceHandlersTest : public ::testing::Test {
  protected:
