@@ -28,7 +28,7 @@ uint32_t RolesAt(object claims, std::string_view path) {
 }
 
 tl::expected<std::string, AuthFailure> ReadSubject(object claims) {
-  auto sub = Find(claims, "sub");
+  auto sub = Member(claims, "sub");
   if (!sub) return Fail(kClaims, "token has no 'sub' claim");
   std::string_view text;
   if (sub->get(text) || text.empty()) return Fail(kClaims, "'sub' is not a non-empty string");
@@ -41,7 +41,7 @@ tl::expected<std::string, AuthFailure> ReadSubject(object claims) {
 
 tl::expected<void, AuthFailure> CheckIssuer(object claims, const std::string& issuer) {
   if (issuer.empty()) return {};
-  auto iss = Find(claims, "iss");
+  auto iss = Member(claims, "iss");
   std::string_view text;
   if (!iss || iss->get(text)) return Fail(AuthFailureKind::kIssuer, "token has no 'iss' claim");
   if (text != issuer) {
@@ -53,7 +53,7 @@ tl::expected<void, AuthFailure> CheckIssuer(object claims, const std::string& is
 // `aud` is one string or an array of strings (RFC 7519 §4.1.3).
 tl::expected<void, AuthFailure> CheckAudience(object claims, const std::string& audience) {
   if (audience.empty()) return {};
-  auto aud = Find(claims, "aud");
+  auto aud = Member(claims, "aud");
   if (!aud) return Fail(AuthFailureKind::kAudience, "token has no 'aud' claim");
   std::string_view text;
   array list;
@@ -68,7 +68,7 @@ tl::expected<void, AuthFailure> CheckAudience(object claims, const std::string& 
 }
 
 tl::expected<int64_t, AuthFailure> ReadTime(object claims, std::string_view name, bool required) {
-  auto value = Find(claims, name);
+  auto value = Member(claims, name);
   if (!value) {
     if (required) return Fail(kClaims, "token has no '" + std::string(name) + "' claim");
     return kNoNotBefore;
@@ -81,7 +81,7 @@ tl::expected<int64_t, AuthFailure> ReadTime(object claims, std::string_view name
 }  // namespace
 
 tl::expected<TokenClaims, AuthFailure> ReadClaims(std::string_view json, const ClaimRules& rules) {
-  auto root = ParseAuthJson(json);
+  auto root = ParseJson(json);
   if (!root) return Fail(AuthFailureKind::kMalformed, "malformed token payload (not JSON)");
   object claims;
   if (root->get(claims)) {

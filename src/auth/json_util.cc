@@ -6,37 +6,11 @@
 
 namespace dcm::auth {
 
-Result<simdjson::dom::element> ParseAuthJson(std::string_view json) {
-  // A parser per thread: simdjson parsers are not thread-safe; reuse keeps their buffers. The
-  // capacity covers the largest input we accept (a 1 MiB JWKS document).
-  thread_local simdjson::dom::parser parser(/*max_capacity=*/2 * 1024 * 1024);
-  thread_local const bool allocated = !parser.allocate(16 * 1024, kMaxAuthJsonDepth + 1);
-  if (!allocated) return MakeError(ErrorCode::kInternal, "JSON parser allocation failed");
-  simdjson::dom::element element;
-  const auto error = parser.parse(json.data(), json.size()).get(element);
-  if (error == simdjson::UTF8_ERROR)
-    return MakeError(ErrorCode::kInvalidArgument, "not valid UTF-8");
-  if (error == simdjson::DEPTH_ERROR) {
-    return MakeError(ErrorCode::kInvalidArgument, "JSON nesting too deep");
-  }
-  if (error) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     std::string("malformed JSON: ") + simdjson::error_message(error));
-  }
-  return element;
-}
-
-std::optional<simdjson::dom::element> Find(simdjson::dom::object object, std::string_view key) {
-  simdjson::dom::element value;
-  if (object.at_key(key).get(value)) return std::nullopt;
-  return value;
-}
-
 std::optional<simdjson::dom::element> FindPath(simdjson::dom::object object,
                                                std::string_view dotted_path) {
   while (true) {
     const size_t dot = dotted_path.find('.');
-    auto value = Find(object, dotted_path.substr(0, dot));
+    auto value = Member(object, dotted_path.substr(0, dot));
     if (!value || dot == std::string_view::npos) return value;
     if (value->get(object)) return std::nullopt;  // an intermediate step is not an object
     dotted_path.remove_prefix(dot + 1);

@@ -1,6 +1,6 @@
-// simdjson helpers for src/auth (events/json_read.h is not a dependency of this module).
-// Thread-safety: one parser per thread. A parsed element is valid until the next
-// ParseAuthJson call on the same thread, so callers copy what they need before parsing again.
+// JSON helpers of src/auth beyond src/common/json_read.h (which parses: one parser per thread, a
+// parsed element valid until the next ParseJson call on that thread, so callers copy what they
+// need before parsing again).
 #pragma once
 
 #include <simdjson.h>
@@ -10,19 +10,10 @@
 #include <string>
 #include <string_view>
 
+#include "src/common/json_read.h"
 #include "src/common/result.h"
 
 namespace dcm::auth {
-
-// Nesting deeper than this is bad input (tokens and JWKS documents are shallow).
-inline constexpr size_t kMaxAuthJsonDepth = 32;
-
-// Parses `json` with this thread's parser. kInvalidArgument ("malformed JSON: ...", "not
-// valid UTF-8", "nesting too deep") on failure.
-Result<simdjson::dom::element> ParseAuthJson(std::string_view json);
-
-// The member `key` of `object`, if present.
-std::optional<simdjson::dom::element> Find(simdjson::dom::object object, std::string_view key);
 
 // The element at a dotted path ("realm_access.roles") below `object`, if every step is an
 // object member.

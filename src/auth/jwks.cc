@@ -22,7 +22,7 @@ tl::unexpected<Error> Skip(std::string why) {
 
 // The string member `key` of `jwk`: nullopt when absent; an error when it is not a string.
 Result<std::optional<std::string_view>> OptionalString(object jwk, std::string_view key) {
-  auto value = Find(jwk, key);
+  auto value = Member(jwk, key);
   if (!value) return std::optional<std::string_view>();
   std::string_view text;
   if (value->get(text)) return Skip("'" + std::string(key) + "' is not a string");
@@ -42,7 +42,7 @@ Result<std::string> Material(object jwk, std::string_view key) {
 Status CheckUsage(object jwk) {
   ASSIGN_OR_RETURN(auto use, OptionalString(jwk, "use"));
   if (use && *use != "sig") return Skip("'use' is '" + Printable(*use) + "', not 'sig'");
-  auto ops = Find(jwk, "key_ops");
+  auto ops = Member(jwk, "key_ops");
   if (!ops) return OkStatus();
   array list;
   if (ops->get(list)) return Skip("'key_ops' is not an array");
@@ -145,11 +145,11 @@ Result<Jwks> ParseJwks(std::string_view json) {
   if (json.size() > kMaxJwksBytes) {
     return Skip("JWKS is larger than 1 MiB (" + std::to_string(json.size()) + " bytes)");
   }
-  auto root = ParseAuthJson(json);
+  auto root = ParseJson(json);
   if (!root) return Skip("JWKS is not JSON: " + root.error().message);
   array list;
   object document;
-  auto keys = root->get(document) ? std::nullopt : Find(document, "keys");
+  auto keys = root->get(document) ? std::nullopt : Member(document, "keys");
   if (!keys || keys->get(list)) return Skip("not a JWKS: no \"keys\" array");
   if (list.size() > kMaxJwksKeys) {
     return Skip("JWKS has " + std::to_string(list.size()) + " keys (at most 100 are accepted)");

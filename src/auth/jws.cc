@@ -28,22 +28,22 @@ tl::expected<void, AuthFailure> CheckAlg(std::string_view alg) {
 tl::expected<JoseHeader, AuthFailure> ParseHeader(std::string_view segment) {
   auto json = Base64UrlDecode(segment);
   if (!json) return Fail(kMalformed, "malformed token header (not base64url)");
-  auto root = ParseAuthJson(*json);
+  auto root = ParseJson(*json);
   simdjson::dom::object header;
   if (!root || root->get(header)) {
     return Fail(kMalformed, "malformed token header (not a JSON object)");
   }
-  auto alg = Find(header, "alg");
+  auto alg = Member(header, "alg");
   std::string_view alg_text;
   if (!alg || alg->get(alg_text)) return Fail(kMalformed, "token header has no 'alg'");
   auto checked = CheckAlg(alg_text);
   if (!checked) return tl::unexpected(checked.error());
   // RFC 7515 §4.1.11: extensions marked critical that we do not understand make it invalid.
-  if (Find(header, "crit")) return Fail(kMalformed, "token header has 'crit' extensions");
+  if (Member(header, "crit")) return Fail(kMalformed, "token header has 'crit' extensions");
   JoseHeader out;
   out.alg = std::string(alg_text);
   out.key_type = out.alg == "RS256" ? KeyType::kRsa : KeyType::kEcP256;
-  if (auto kid = Find(header, "kid")) {
+  if (auto kid = Member(header, "kid")) {
     std::string_view kid_text;
     if (kid->get(kid_text)) return Fail(kMalformed, "token header 'kid' is not a string");
     out.kid = std::string(kid_text);

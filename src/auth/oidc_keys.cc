@@ -122,19 +122,19 @@ Status OidcKeys::Refresh(int64_t now_ms) {
 
 Result<std::string> OidcKeys::Discover() {
   ASSIGN_OR_RETURN(std::string body, FetchBounded(fetch_, discovery_url_));
-  auto root = ParseAuthJson(body);
+  auto root = ParseJson(body);
   simdjson::dom::object document;
   if (!root || root->get(document)) {
     return Unavailable("discovery document " + discovery_url_ + " is not a JSON object");
   }
-  auto issuer = Find(document, "issuer");
+  auto issuer = Member(document, "issuer");
   std::string_view issuer_text;
   if (!issuer || issuer->get(issuer_text) || issuer_text != options_.issuer) {
     return Unavailable("discovery document " + discovery_url_ + " names issuer '" +
                        Printable(issuer_text, 256) + "', not AUTH_ISSUER_URL '" + options_.issuer +
                        "'");
   }
-  auto jwks_uri = Find(document, "jwks_uri");
+  auto jwks_uri = Member(document, "jwks_uri");
   std::string_view uri;
   if (!jwks_uri || jwks_uri->get(uri) || !ParseHttpUrl(uri)) {
     return Unavailable("discovery document " + discovery_url_ + " has no valid jwks_uri");
