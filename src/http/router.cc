@@ -253,15 +253,13 @@ class Router {
   void Dispatch(HttpRequest req, Respond respond) const {
     std::string id;
     const Route* route = nullptr;
-    std::string allow;  // methods of the matched pattern, for a 405
     const std::optional<std::string_view> api_path = ApiPath(req.path);
     std::string_view matched_pattern;
     for (const Route& r : kRoutes) {
-      if (r.api != api_path.has_value() || (r.instances && !c_.api.instances)) continue;
+      if (r.api != api_path.has_value() || !Serves(r)) continue;
       if (!matched_pattern.empty() && r.pattern != matched_pattern) continue;
       if (!Matches(r.pattern, r.api ? *api_path : std::string_view(req.path), &id)) continue;
       matched_pattern = r.pattern;
-      allow += (allow.empty() ? "" : ", ") + std::string(r.method);
       const bool head = req.method == "HEAD" && !r.api && r.method == "GET";
       if (!route && (req.method == r.method || head)) route = &r;
     }
@@ -272,12 +270,27 @@ class Router {
       req.principal = std::move(*principal);
     }
     if (matched_pattern.empty()) return respond(Problem(404, "no such resource: " + req.path));
-    if (!route) return respond(MethodNotAllowed(allow));
+    if (!route) return respond(MethodNotAllowed(AllowedMethods(matched_pattern, api_path)));
     if (auto denied = Authorize(*route, req, id)) return respond(std::move(*denied));
     route->fn(c_, req, id, std::move(respond));
   }
 
  private:
+  // Whether this router serves `r` at all (instance routes need the instance view).
+  bool Serves(const Route& r) const { return !r.instances || c_.api.instances != nullptr; }
+
+  // The Allow header of a 405: the methods of `pattern` (only built when answering one).
+  std::string AllowedMethods(std::string_view pattern,
+                             const std::optional<std::string_view>& api_path) const {
+    std::string allow;
+    for (const Route& r : kRoutes) {
+      if (Serves(r) && r.pattern == pattern && r.api == api_path.has_value()) {
+        allow += (allow.empty() ? "" : ", ") + std::string(r.method);
+      }
+    }
+    return allow;
+  }
+
   // The caller, or the 401 to answer.
   tl::expected<Principal, HttpResponse> Authenticate(const HttpRequest& req) const {
     if (!c_.access.authenticator) return AnonymousPrincipal();
