@@ -625,17 +625,9 @@ Result<std::unique_ptr<ProbeClient>> ProbeClient::Create(ProbeClientOptions opti
   }
   auto impl = std::make_unique<Impl>();
   if (options.tls) {
-    if (!options.ca_file.empty() || options.insecure_skip_verify ||
-        !options.client_cert_file.empty() || !options.client_key_file.empty()) {
-      return bad(
-          "give either tls or ca_file/insecure_skip_verify/client_cert_file/"
-          "client_key_file, not both");
-    }
     impl->tls = options.tls;
   } else {
-    ASSIGN_OR_RETURN(impl->tls, TlsClientContext::Create(TlsClientOptions{
-                                    options.ca_file, options.insecure_skip_verify,
-                                    options.client_cert_file, options.client_key_file}));
+    ASSIGN_OR_RETURN(impl->tls, TlsClientContext::Default());
   }
   const size_t threads = static_cast<size_t>(options.threads);
   const size_t idle_total =

@@ -72,18 +72,10 @@ struct ProbeClientOptions {
   // Judges every address a probe would connect to (src/common/outbound_policy.h); null = every
   // address is allowed (tests). `dcm serve` always passes one.
   std::shared_ptr<const OutboundPolicy> outbound;
-  // TLS: either `tls`, a context built once and shared (e.g. with the SP API client), or the
-  // four fields below, from which Create builds one. Giving both is an error.
+  // TLS toward https endpoints (tls_client.h: CA file or the system store, verification unless
+  // the explicit insecure opt-in, an optional client certificate for SPs that require mTLS),
+  // built once and shared, e.g. with the SP API client. Null = TlsClientContext::Default().
   std::shared_ptr<const TlsClientContext> tls;
-  // PEM CA bundle that verifies servers; empty = the system's default verify paths (Debian's
-  // bundle: ~110 ms once, in Create).
-  std::string ca_file;
-  // Explicit opt-in: no certificate or host name verification (SNI is still sent).
-  bool insecure_skip_verify = false;
-  // Optional client certificate (PEM chain) and key for SPs that require mTLS
-  // (SP_CLIENT_CERT_FILE / SP_CLIENT_KEY_FILE): both or neither.
-  std::string client_cert_file;
-  std::string client_key_file;
   // A response body larger than this (by Content-Length, or while reading chunks) fails the
   // probe with ProbeFailure::kBadBody.
   size_t max_body_bytes = 64 * 1024;
@@ -107,10 +99,8 @@ struct ProbeClientOptions {
 
 class ProbeClient final : public HealthChecker {
  public:
-  // kInvalidArgument for bad options (threads outside 1..256, a zero limit, an unreadable or
-  // invalid ca_file, only one of client_cert_file / client_key_file, a certificate or key that
-  // does not load or match, `tls` together with the file options); kInternal if OpenSSL cannot
-  // be set up. Starts the worker threads.
+  // kInvalidArgument for bad options (threads outside 1..256, a zero limit); kInternal if the
+  // default TLS context (system store) cannot be set up. Starts the worker threads.
   static Result<std::unique_ptr<ProbeClient>> Create(ProbeClientOptions options);
 
   ProbeClient(const ProbeClient&) = delete;

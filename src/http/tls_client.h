@@ -23,13 +23,13 @@ namespace dcm::http {
 
 struct TlsClientOptions {
   // PEM CA bundle that verifies servers; empty = the system's default verify paths.
-  std::string ca_file;
+  std::string ca_file = {};
   // Explicit opt-in: no certificate or host name verification (SNI is still sent).
   bool insecure_skip_verify = false;
   // PEM certificate chain and private key presented to servers that request a client
   // certificate. Both or neither.
-  std::string client_cert_file;
-  std::string client_key_file;
+  std::string client_cert_file = {};
+  std::string client_key_file = {};
 };
 
 class TlsClientContext {

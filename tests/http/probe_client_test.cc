@@ -250,6 +250,13 @@ class TlsServer {
 
 // ---- helpers ------------------------------------------------------------------------------
 
+// The shared TLS context a probe client gets (tls_client.h).
+std::shared_ptr<const TlsClientContext> Tls(TlsClientOptions options) {
+  auto tls = TlsClientContext::Create(options);
+  EXPECT_TRUE(tls) << tls.error().message;
+  return tls ? *tls : nullptr;
+}
+
 std::future<ProbeResponse> Start(ProbeClient& client, std::string key, std::string url,
                                  std::chrono::milliseconds timeout = 5s) {
   auto promise = std::make_shared<std::promise<ProbeResponse>>();
@@ -576,7 +583,7 @@ TEST_F(ProbeClientTest, StopWithProbesInEveryPhaseCallsNoCallback) {
   ScriptedServer healthy(AlwaysRespond);
   ProbeClientOptions options;
   options.max_tls_handshakes = 1;
-  options.insecure_skip_verify = true;
+  options.tls = Tls({.insecure_skip_verify = true});
   auto client = Client(options);
   std::atomic<int> called{0};
   auto count = [&called](ProbeResponse) { ++called; };
@@ -596,38 +603,27 @@ TEST_F(ProbeClientTest, StopWithProbesInEveryPhaseCallsNoCallback) {
 }
 
 TEST_F(ProbeClientTest, CreateRejectsBadOptions) {
+  auto tls = TlsClientContext::Create({.ca_file = "/nonexistent/ca.pem"});
+  ASSERT_FALSE(tls);
+  EXPECT_EQ(tls.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(tls.error().message.find("/nonexistent/ca.pem"), std::string::npos);
   ProbeClientOptions options;
-  options.ca_file = "/nonexistent/ca.pem";
-  auto client = ProbeClient::Create(options);
-  ASSERT_FALSE(client);
-  EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_NE(client.error().message.find("/nonexistent/ca.pem"), std::string::npos);
-  options = {};
   options.threads = 0;
   EXPECT_FALSE(ProbeClient::Create(options));
 }
 
-TEST_F(ProbeClientTest, CreateRejectsHalfAClientCertificateAndTwoTlsSources) {
+TEST_F(ProbeClientTest, HalfAClientCertificateIsRefusedAndASharedContextIsUsed) {
   testing::TestCa ca("probe client CA");
   auto cert = ca.Issue("dcm", "", testing::CertUsage::kClient);
   ASSERT_TRUE(cert.ok());
-  ProbeClientOptions half;
-  half.client_cert_file = cert.cert_file;
-  auto client = ProbeClient::Create(half);
-  ASSERT_FALSE(client);
-  EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_NE(client.error().message.find("go together"), std::string::npos);
+  auto half = TlsClientContext::Create({.client_cert_file = cert.cert_file});
+  ASSERT_FALSE(half);
+  EXPECT_EQ(half.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(half.error().message.find("go together"), std::string::npos);
 
-  ProbeClientOptions both;
-  auto tls = TlsClientContext::Create({ca.cert_file(), false, "", ""});
-  ASSERT_TRUE(tls) << tls.error().message;
-  both.tls = *tls;
-  both.ca_file = ca.cert_file();
-  client = ProbeClient::Create(both);
-  ASSERT_FALSE(client);
-  EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
-  both.ca_file.clear();
-  EXPECT_TRUE(ProbeClient::Create(both));
+  ProbeClientOptions shared;
+  shared.tls = Tls({.ca_file = ca.cert_file()});
+  EXPECT_TRUE(ProbeClient::Create(shared));
 }
 
 // ---- redirects ----------------------------------------------------------------------------
@@ -732,8 +728,7 @@ class ProbeClientTlsTest : public ProbeClientTest {
   }
   std::unique_ptr<ProbeClient> TlsClient(const std::string& ca_file, bool insecure = false) {
     ProbeClientOptions options;
-    options.ca_file = ca_file;
-    options.insecure_skip_verify = insecure;
+    options.tls = Tls({.ca_file = ca_file, .insecure_skip_verify = insecure});
     return Client(options);
   }
 
@@ -776,7 +771,7 @@ TEST_F(ProbeClientTlsTest, InsecureSkipVerifySucceedsWithUntrustedCertificate) {
 
 TEST_F(ProbeClientTlsTest, HandshakesBeyondTheCapWaitForASlot) {
   ProbeClientOptions options;
-  options.ca_file = pki_.trusted_file;
+  options.tls = Tls({.ca_file = pki_.trusted_file});
   options.max_tls_handshakes = 1;
   auto client = Client(options);
   std::vector<std::future<ProbeResponse>> futures;
@@ -792,7 +787,7 @@ TEST_F(ProbeClientTlsTest, HandshakesBeyondTheCapWaitForASlot) {
 TEST_F(ProbeClientTlsTest, WaitForAHandshakeSlotCountsTowardTheDeadline) {
   BlackHole hole;  // a TLS handshake with it never completes, and holds the only slot
   ProbeClientOptions options;
-  options.ca_file = pki_.trusted_file;
+  options.tls = Tls({.ca_file = pki_.trusted_file});
   options.max_tls_handshakes = 1;
   auto client = Client(options);
   auto stuck =
@@ -832,9 +827,9 @@ class ProbeClientMtlsTest : public ProbeClientTest {
 
 TEST_F(ProbeClientMtlsTest, ClientCertificateIsPresentedWhenConfigured) {
   ProbeClientOptions options;
-  options.ca_file = pki_.trusted_file;
-  options.client_cert_file = client_cert_.cert_file;
-  options.client_key_file = client_cert_.key_file;
+  options.tls = Tls({.ca_file = pki_.trusted_file,
+                     .client_cert_file = client_cert_.cert_file,
+                     .client_key_file = client_cert_.key_file});
   auto client = Client(options);
   ProbeResponse r = Probe(*client, "sp-1", Url());
   EXPECT_EQ(r.failure, ProbeFailure::kNone) << r.error;
@@ -844,7 +839,7 @@ TEST_F(ProbeClientMtlsTest, ClientCertificateIsPresentedWhenConfigured) {
 
 TEST_F(ProbeClientMtlsTest, WithoutAClientCertificateTheProbeFails) {
   ProbeClientOptions options;
-  options.ca_file = pki_.trusted_file;
+  options.tls = Tls({.ca_file = pki_.trusted_file});
   auto client = Client(options);
   // TLS 1.3: the server refuses after our side of the handshake completed, so the failure shows
   // as its alert (kTls) or, when the server's reset wins the race, as a reset (kConnect).
