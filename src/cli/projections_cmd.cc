@@ -126,7 +126,7 @@ struct Selected {
   std::vector<size_t> indexes;  // into the projection set
 };
 
-Result<Selected> SelectProjections(const std::vector<ProjectionSpec>& specs,
+Result<Selected> SelectProjections(const std::vector<ProjectionEntry>& specs,
                                    const std::vector<std::string>& names) {
   Selected selected;
   std::string known;
@@ -144,7 +144,7 @@ Result<Selected> SelectProjections(const std::vector<ProjectionSpec>& specs,
 }
 
 // Everything the live store holds that no selected projection owns: reported, never compared.
-void PrintNotCompared(const Store& live, const std::vector<ProjectionSpec>& specs) {
+void PrintNotCompared(const Store& live, const std::vector<ProjectionEntry>& specs) {
   auto prefixes = live.TopLevelPrefixes();
   if (!prefixes) return;
   std::set<std::string> owned = {"__offset/"};
@@ -180,7 +180,7 @@ int Run(const ProjectionsFlags& flags, bool verify) {
   }
   Topics topics;
   topics.prefix = flags.topic_prefix;
-  const auto all_specs = ProjectionSpecs(topics);
+  const auto all_specs = ProjectionCatalog(topics);
   auto selected = SelectProjections(all_specs, flags.projections);
   if (!selected) return Fail(verb, selected.error().message);
 
@@ -214,9 +214,9 @@ int Run(const ProjectionsFlags& flags, bool verify) {
   ProjectionSet set = BuildProjectionSet(side->get(), topics, &metrics);
   std::vector<RebuildSource> sources;
   for (size_t i : selected->indexes) {
-    RebuildSource source = set.Source(i);
+    RebuildSource source = SourceOf(set, i);
     if (live) {
-      auto targets = LiveTargets(*live, set.specs[i]);
+      auto targets = LiveTargets(*live, set.entries[i]);
       if (!targets) {
         cleanup();
         return Fail(verb, targets.error().message);
@@ -262,7 +262,7 @@ int Run(const ProjectionsFlags& flags, bool verify) {
 
   bool mismatch = false;
   for (size_t k = 0; k < sources.size(); ++k) {
-    const auto& spec = set.specs[selected->indexes[k]];
+    const auto& spec = set.entries[selected->indexes[k]];
     const auto& stats = result->projections[k];
     std::string line = fmt::format("{:<10} events={:<10} poison={:<4}", spec.name,
                                    Thousands(stats.events), stats.poison);
@@ -295,7 +295,7 @@ int Run(const ProjectionsFlags& flags, bool verify) {
            line.c_str(), Printable(diff.key).c_str(), Value(diff.left).c_str(),
            Value(diff.right).c_str());
   }
-  if (live) PrintNotCompared(*live, set.specs);
+  if (live) PrintNotCompared(*live, set.entries);
   if (verify) {
     cleanup();
   } else {

@@ -322,8 +322,7 @@ int RunServe(ServeFlags flags) {
                        &instance_view,
                        &instance_commands,
                        &audit_view,
-                       FoldTopics{config.topics.Providers(), config.topics.Health(),
-                                  config.topics.Instances(), config.topics.Status()}};
+                       config.topics};
   http::OpsContext ops;
   ops.metrics = &metrics;
   ops.checks = {

@@ -155,7 +155,7 @@ void ListProvidersAsOf(const HttpRequest& request, const ApiContext& ctx, Respon
   const auto as_of = ParseAsOf(request, &error);
   if (!as_of) return respond(std::move(error));
   const auto started = std::chrono::steady_clock::now();
-  auto past = PastState::OfProviders(*ctx.audit, ctx.fold_topics, {}, *as_of);
+  auto past = PastState::OfProviders(*ctx.audit, ctx.topics, {}, *as_of);
   if (!past) return respond(ProblemFromError(past.error()));
   LogIfSlow("providers", "*", **past, started);
   WithPast(ctx, **past, [&](const ApiContext& then) { ListProviders(request, then, respond); });
@@ -168,7 +168,7 @@ void GetProviderAsOf(const HttpRequest& request, const std::string& id, const Ap
   const auto as_of = ParseAsOf(request, &error);
   if (!as_of) return respond(std::move(error));
   const auto started = std::chrono::steady_clock::now();
-  auto past = PastState::OfProviders(*ctx.audit, ctx.fold_topics, {id}, *as_of);
+  auto past = PastState::OfProviders(*ctx.audit, ctx.topics, {id}, *as_of);
   if (!past) return respond(ProblemFromError(past.error()));
   LogIfSlow("provider", id, **past, started);
   auto provider = (*past)->registry().Get(id);
@@ -187,7 +187,7 @@ void GetCatalogItemInstanceAsOf(const HttpRequest& request, const std::string& i
   const auto as_of = ParseAsOf(request, &error);
   if (!as_of) return respond(std::move(error));
   const auto started = std::chrono::steady_clock::now();
-  auto past = PastState::OfCatalogItemInstance(*ctx.audit, ctx.fold_topics, id, *as_of);
+  auto past = PastState::OfCatalogItemInstance(*ctx.audit, ctx.topics, id, *as_of);
   if (!past) return respond(ProblemFromError(past.error()));
   LogIfSlow("catalog_item_instance", id, **past, started);
   auto cii = (*past)->instances().GetCatalogItemInstance(id);

@@ -31,9 +31,9 @@ struct ApiContext {
   const InstanceView* instances = nullptr;  // null: no instance API (404), provider deletes
                                             // skip the live-instances check
   CommandBus* instance_commands = nullptr;
-  // Audit (SPEC §3.4): the index, and which topic feeds which projection when `as_of` folds.
+  // Audit (SPEC §3.4): the index, and the topic names `as_of` folds by (time_travel.h).
   const AuditView* audit = nullptr;  // null: /events, history and as_of answer 404
-  FoldTopics fold_topics = {};
+  Topics topics = {};
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

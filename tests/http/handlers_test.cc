@@ -571,7 +571,7 @@ class AuditHandlersTest : public HandlersTest {
     audit_view_ = std::make_unique<AuditView>(store_.get());
     ApiContext api = Api();
     api.audit = audit_view_.get();
-    api.fold_topics = FoldTopics{"dcm.providers", "dcm.health", "dcm.instances", "dcm.status"};
+    api.topics = Topics{};
     router_ = MakeRouter(api, OpsContext{}, AccessContext{});
     // p1 registered at 00:00:01 and deleted at 00:00:03.
     AuditProjection audit(store_.get(), "dcm.providers", nullptr);
