@@ -98,6 +98,22 @@ std::string SanText(const ASN1_IA5STRING* s) {
   return std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(length));
 }
 
+// Asks clients for a certificate signed by the CA in `path` (mTLS) and verifies what they send.
+Status LoadClientCa(SSL_CTX* ctx, const std::string& path) {
+  ASSIGN_OR_RETURN(auto ca_file, OpenReadable("tls_client_ca_file", path));
+  ca_file.reset();
+  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(path.c_str());
+  if (names == nullptr || SSL_CTX_load_verify_locations(ctx, path.c_str(), nullptr) != 1) {
+    if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
+    return TlsFileError("tls_client_ca_file", path,
+                        "no PEM CA certificate in it (" + TakeOpenSslError() + ")");
+  }
+  SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership; tells clients which CA we want
+  // No SSL_VERIFY_FAIL_IF_NO_PEER_CERT: a client without a certificate may use a token.
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  return OkStatus();
+}
+
 }  // namespace
 
 Result<std::shared_ptr<TlsContext>> LoadTlsContext(const ServerOptions& o) {
@@ -143,18 +159,7 @@ Result<std::shared_ptr<TlsContext>> LoadTlsContext(const ServerOptions& o) {
                          "'");
   }
   if (!o.tls_client_ca_file.empty()) {
-    ASSIGN_OR_RETURN(auto ca_file, OpenReadable("tls_client_ca_file", o.tls_client_ca_file));
-    ca_file.reset();
-    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(o.tls_client_ca_file.c_str());
-    if (names == nullptr ||
-        SSL_CTX_load_verify_locations(ctx, o.tls_client_ca_file.c_str(), nullptr) != 1) {
-      if (names != nullptr) sk_X509_NAME_pop_free(names, X509_NAME_free);
-      return TlsFileError("tls_client_ca_file", o.tls_client_ca_file,
-                          "no PEM CA certificate in it (" + TakeOpenSslError() + ")");
-    }
-    SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership; tells clients which CA we want
-    // No SSL_VERIFY_FAIL_IF_NO_PEER_CERT: a client without a certificate may use a token.
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    RETURN_IF_ERROR(LoadClientCa(ctx, o.tls_client_ca_file));
     tls->verify_clients = true;
   }
   std::tm tm{};
