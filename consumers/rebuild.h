@@ -21,6 +21,10 @@
 // Projections of different groups Apply concurrently; each projection is called from one thread.
 // Thread-safety: one Run at a time per Rebuilder; the progress callback runs on the caller's
 // thread.
+//
+// Files: rebuild_plan.h (targets and fold groups), rebuild_consume.h (the consume thread),
+// rebuild_queue.h (the hand-over), rebuild_fold.h (the fold threads), this one (the whole run,
+// and comparing a rebuilt store with the live one).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,7 @@
 
 #include "consumers/kafka.h"
 #include "projections/projection.h"
+#include "projections/projection_catalog.h"
 #include "projections/store.h"
 #include "src/common/config.h"
 #include "src/common/metrics.h"
@@ -51,7 +56,7 @@ struct RebuildSource {
   // start. Given: exactly these; a partition missing here is not read at all (the live
   // projection had consumed nothing from it).
   std::optional<TopicOffsets> targets;
-  // CPU per event relative to the other sources (ProjectionSpec::fold_cost): the fold threads
+  // CPU per event relative to the other sources (ProjectionEntry::fold_cost): the fold threads
   // get groups of about equal events × fold_cost.
   double fold_cost = 1;
 };
@@ -114,32 +119,16 @@ class Rebuilder {
   Store* store_;
 };
 
-// Every projection `dcm serve` folds (src/cli/serve.cc), with its name, key prefix and topics.
-struct ProjectionSpec {
-  std::string name;
-  std::string prefix;
-  std::vector<std::string> topics;
-  // CPU per event relative to the audit index (~3 µs on the reference machine), measured with
-  // `rebuild_bench rebuild --only NAME` (BENCHMARKS.md "Rebuild"). Only balances fold threads.
-  double fold_cost = 1;
-};
-std::vector<ProjectionSpec> ProjectionSpecs(const Topics& topics);
-
-// The projections of ProjectionSpecs, built on `store` (no waiters, no listeners), in the same
-// order.
-struct ProjectionSet {
-  std::vector<ProjectionSpec> specs;
-  std::vector<std::unique_ptr<Projection>> projections;
-  // Projection i as a rebuild source up to the end of its topics (no targets).
-  RebuildSource Source(size_t i) const {
-    return RebuildSource{projections[i].get(), specs[i].topics, std::nullopt, specs[i].fold_cost};
-  }
-};
+// Every projection of the catalog (projections/projection_catalog.h) built on `store` with no
+// waiters and no listeners: what a rebuild folds (nobody waits for its outcomes).
 ProjectionSet BuildProjectionSet(Store* store, const Topics& topics, Metrics* metrics);
 
-// The offsets `spec`'s projection stored in `live`, per topic: the rebuild targets that put a
+// Projection i of `set` as a rebuild source up to the end of its topics (no targets).
+RebuildSource SourceOf(const ProjectionSet& set, size_t i);
+
+// The offsets `entry`'s projection stored in `live`, per topic: the rebuild targets that put a
 // rebuild at the live store's log position.
-Result<TopicOffsets> LiveTargets(const Store& live, const ProjectionSpec& spec);
+Result<TopicOffsets> LiveTargets(const Store& live, const ProjectionEntry& entry);
 
 // One projection, live against rebuilt: digests of its prefix and, when they differ, the first
 // differing key.
@@ -151,6 +140,6 @@ struct ProjectionComparison {
   bool match() const { return live_digest == rebuilt_digest; }
 };
 Result<ProjectionComparison> CompareProjection(const Store& live, const Store& rebuilt,
-                                               const ProjectionSpec& spec);
+                                               const ProjectionEntry& entry);
 
 }  // namespace dcm

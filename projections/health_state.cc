@@ -21,6 +21,59 @@ void Remember(HealthRecord& r, const std::string& probe_id, size_t limit) {
   }
 }
 
+// A probe under a newer registration starts the record over: Pending, no streaks.
+bool ResetOnReRegistration(HealthRecord& r, const HealthProbe& p) {
+  if (p.registration_seq <= r.registration_seq) return false;
+  r.registration_seq = p.registration_seq;
+  r.status = HealthStatus::kPending;
+  r.consecutive_failures = 0;
+  r.consecutive_successes = 0;
+  r.streak_probe_ids.clear();
+  return true;
+}
+
+// The three folds below return the reason of the transition they make ("" for none).
+std::string FoldHealthy(HealthRecord& r, const HealthProbe& p, size_t streak_limit) {
+  r.last_result = "healthy";
+  if (r.consecutive_successes == 0) r.streak_probe_ids.clear();
+  r.consecutive_failures = 0;
+  ++r.consecutive_successes;
+  Remember(r, p.probe_id, streak_limit);
+  if (r.status == HealthStatus::kReady || r.consecutive_successes < p.success_threshold) return "";
+  r.status = HealthStatus::kReady;
+  return r.consecutive_successes == 1
+             ? "healthy probe"
+             : Plural(r.consecutive_successes, "consecutive healthy probe");
+}
+
+std::string FoldReportedUnhealthy(HealthRecord& r, const HealthProbe& p, size_t streak_limit) {
+  r.last_result = ProbeFailureName(p.failure);
+  r.last_error = p.error;
+  r.last_error_time_ms = p.time_ms;
+  r.consecutive_failures = 0;
+  r.consecutive_successes = 0;
+  r.streak_probe_ids.clear();
+  Remember(r, p.probe_id, streak_limit);
+  r.status = HealthStatus::kUnhealthy;
+  return "provider reported unhealthy";
+}
+
+std::string FoldFailure(HealthRecord& r, const HealthProbe& p, size_t streak_limit) {
+  r.last_result = ProbeFailureName(p.failure);
+  r.last_error = p.error;
+  r.last_error_time_ms = p.time_ms;
+  if (r.consecutive_failures == 0) r.streak_probe_ids.clear();
+  r.consecutive_successes = 0;
+  ++r.consecutive_failures;
+  Remember(r, p.probe_id, streak_limit);
+  if (r.status == HealthStatus::kUnavailable || r.consecutive_failures < p.failure_threshold) {
+    return "";
+  }
+  r.status = HealthStatus::kUnavailable;
+  return Plural(r.consecutive_failures, "consecutive failure") + " (" +
+         std::string(ProbeFailureName(p.failure)) + ")";
+}
+
 }  // namespace
 
 FoldResult FoldProbe(HealthRecord& r, const HealthProbe& p) {
@@ -33,61 +86,15 @@ FoldResult FoldProbe(HealthRecord& r, const HealthProbe& p) {
       static_cast<size_t>(std::max({p.failure_threshold, p.success_threshold, 1}));
   if (r.provider_id.empty()) r.provider_id = p.provider_id;
   r.seq = p.seq;
-
-  const bool reset = p.registration_seq > r.registration_seq;
-  if (reset) {
-    r.registration_seq = p.registration_seq;
-    r.status = HealthStatus::kPending;
-    r.consecutive_failures = 0;
-    r.consecutive_successes = 0;
-    r.streak_probe_ids.clear();
-  }
+  const bool reset = ResetOnReRegistration(r, p);
   r.last_probe_time_ms = p.time_ms;
   r.last_probe_id = p.probe_id;
   r.last_http_status = p.http_status;
   r.last_latency_us = p.latency_us;
-
-  std::string reason;
-  switch (p.failure) {
-    case ProbeFailure::kNone:
-      r.last_result = "healthy";
-      if (r.consecutive_successes == 0) r.streak_probe_ids.clear();
-      r.consecutive_failures = 0;
-      ++r.consecutive_successes;
-      Remember(r, p.probe_id, streak_limit);
-      if (r.status != HealthStatus::kReady && r.consecutive_successes >= p.success_threshold) {
-        r.status = HealthStatus::kReady;
-        reason = r.consecutive_successes == 1
-                     ? "healthy probe"
-                     : Plural(r.consecutive_successes, "consecutive healthy probe");
-      }
-      break;
-    case ProbeFailure::kReportedUnhealthy:
-      r.last_result = ProbeFailureName(p.failure);
-      r.last_error = p.error;
-      r.last_error_time_ms = p.time_ms;
-      r.consecutive_failures = 0;
-      r.consecutive_successes = 0;
-      r.streak_probe_ids.clear();
-      Remember(r, p.probe_id, streak_limit);
-      r.status = HealthStatus::kUnhealthy;
-      reason = "provider reported unhealthy";
-      break;
-    default:
-      r.last_result = ProbeFailureName(p.failure);
-      r.last_error = p.error;
-      r.last_error_time_ms = p.time_ms;
-      if (r.consecutive_failures == 0) r.streak_probe_ids.clear();
-      r.consecutive_successes = 0;
-      ++r.consecutive_failures;
-      Remember(r, p.probe_id, streak_limit);
-      if (r.status != HealthStatus::kUnavailable && r.consecutive_failures >= p.failure_threshold) {
-        r.status = HealthStatus::kUnavailable;
-        reason = Plural(r.consecutive_failures, "consecutive failure") + " (" +
-                 std::string(ProbeFailureName(p.failure)) + ")";
-      }
-      break;
-  }
+  std::string reason = p.failure == ProbeFailure::kNone ? FoldHealthy(r, p, streak_limit)
+                       : p.failure == ProbeFailure::kReportedUnhealthy
+                           ? FoldReportedUnhealthy(r, p, streak_limit)
+                           : FoldFailure(r, p, streak_limit);
   if (r.status != before) {
     // A reset names itself, unless it is the first probe of a new provider.
     if (reset && !first_probe) {

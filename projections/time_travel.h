@@ -1,7 +1,8 @@
 // Time travel (SPEC §3.4 `as_of`): the state of some entities at a past time, folded again from
 // their events in the audit index by the same projections that serve live reads, into a fresh
-// in-memory store. Reads then use the ordinary views over that store, so a past answer is
-// rendered exactly like a live one.
+// in-memory store. Which projections fold again is the catalog's `as_of` entries
+// (projections/projection_catalog.h), each fed the events of its topics. Reads then use the
+// ordinary views over that store, so a past answer is rendered exactly like a live one.
 //
 // Cost (docs/architecture.md §9): one entity's state at T costs O(h log n), h = that entity's
 // events up to T (probes included), n = the index size: a range scan of the entity index and one
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,28 +19,22 @@
 #include "projections/audit_projection.h"
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
+#include "projections/projection_catalog.h"
 #include "projections/registry_projection.h"
+#include "src/common/config.h"
 
 namespace dcm {
-
-// Which topic feeds which projection.
-struct FoldTopics {
-  std::string providers;
-  std::string health;
-  std::string instances;
-  std::string status;
-};
 
 class PastState {
  public:
   // Providers `ids` (empty: every provider the index knows) at `as_of_ms`.
   static Result<std::unique_ptr<PastState>> OfProviders(const AuditView& audit,
-                                                        const FoldTopics& topics,
+                                                        const Topics& topics,
                                                         const std::vector<std::string>& ids,
                                                         int64_t as_of_ms);
   // One catalog item instance (its root's facts, and the SP status of its resource).
   static Result<std::unique_ptr<PastState>> OfCatalogItemInstance(const AuditView& audit,
-                                                                  const FoldTopics& topics,
+                                                                  const Topics& topics,
                                                                   const std::string& id,
                                                                   int64_t as_of_ms);
 
@@ -49,15 +45,13 @@ class PastState {
   int64_t folded() const { return folded_; }
 
  private:
-  explicit PastState(std::unique_ptr<Store> store);
-  Status FoldEntity(const AuditView& audit, const FoldTopics& topics, const std::string& entity,
-                    int64_t as_of_ms, StoreBatch& batch);
+  PastState(std::unique_ptr<Store> store, const Topics& topics);
+  Status FoldEntity(const AuditView& audit, const std::string& entity, int64_t as_of_ms,
+                    StoreBatch& batch);
 
   std::unique_ptr<Store> store_;
-  RegistryProjection registry_projection_;
-  HealthProjection health_projection_;
-  InstanceProjection instance_projection_;
-  SpStatusProjection status_projection_;
+  ProjectionSet projections_;                                 // the catalog's as_of entries
+  std::map<std::string, std::vector<Projection*>> by_topic_;  // who folds each topic
   RegistryView registry_;
   HealthView health_;
   InstanceView instances_;

@@ -126,7 +126,7 @@ struct Selected {
   std::vector<size_t> indexes;  // into the projection set
 };
 
-Result<Selected> SelectProjections(const std::vector<ProjectionSpec>& specs,
+Result<Selected> SelectProjections(const std::vector<ProjectionEntry>& specs,
                                    const std::vector<std::string>& names) {
   Selected selected;
   std::string known;
@@ -144,7 +144,7 @@ Result<Selected> SelectProjections(const std::vector<ProjectionSpec>& specs,
 }
 
 // Everything the live store holds that no selected projection owns: reported, never compared.
-void PrintNotCompared(const Store& live, const std::vector<ProjectionSpec>& specs) {
+void PrintNotCompared(const Store& live, const std::vector<ProjectionEntry>& specs) {
   auto prefixes = live.TopLevelPrefixes();
   if (!prefixes) return;
   std::set<std::string> owned = {"__offset/"};
@@ -158,157 +158,209 @@ void PrintNotCompared(const Store& live, const std::vector<ProjectionSpec>& spec
   }
 }
 
-int Run(const ProjectionsFlags& flags, bool verify) {
-  const char* verb = verify ? "verify" : "rebuild";
-  InitLogging(flags.log_level);
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!flags.extras.empty()) return Fail(verb, "unexpected argument '" + flags.extras[0] + "'");
-  if (flags.data_dir.empty()) return Fail(verb, "--data-dir is required");
-  if (!fs::is_directory(flags.data_dir, ec)) {
-    return Fail(verb, "no data dir " + flags.data_dir);
-  }
-  if (flags.kafka_brokers.empty()) {
-    return Fail(verb, "no Kafka: give --kafka-brokers or set KAFKA_BROKERS");
-  }
-  KafkaOptions kafka;
-  kafka.brokers = flags.kafka_brokers;
-  kafka.client_id = "dcm-projections-" + std::to_string(getpid());
-  kafka.fetch_wait_max_ms = flags.fetch_wait_max_ms;
-  if (auto error = AddKafkaProperties(flags.kafka_properties, kafka.extra)) {
-    return Fail(verb, *error);
-  }
-  Topics topics;
-  topics.prefix = flags.topic_prefix;
-  const auto all_specs = ProjectionSpecs(topics);
-  auto selected = SelectProjections(all_specs, flags.projections);
-  if (!selected) return Fail(verb, selected.error().message);
+namespace fs = std::filesystem;
 
-  // The live store: a read-only snapshot; its stored offsets are the targets.
-  const std::string live_path = (fs::path(flags.data_dir) / "state").string();
-  std::unique_ptr<Store> live;
-  if (fs::exists(live_path, ec)) {
-    auto opened = Store::OpenReadOnly(live_path);
-    if (!opened) return Fail(verb, "live store " + live_path + ": " + opened.error().message);
-    live = std::move(*opened);
-  } else {
-    printf("no live store at %s: rebuilding to the end of the log, nothing to compare\n",
-           live_path.c_str());
+// One `dcm projections rebuild|verify`: check the flags, open the live store (read-only) and a
+// side store, rebuild into the side store, compare, and keep or delete the side store. Errors
+// print and exit 2 (Fail); a side store is never left behind by a failed run unless --out named
+// it for a rebuild.
+class ProjectionsRun {
+ public:
+  ProjectionsRun(const ProjectionsFlags& flags, bool verify)
+      : flags_(flags), verify_(verify), verb_(verify ? "verify" : "rebuild") {}
+
+  int Run() {
+    InitLogging(flags_.log_level);
+    if (auto error = CheckFlags()) return Fail(verb_, *error);
+    KafkaOptions kafka;
+    if (auto error = KafkaFor(kafka)) return Fail(verb_, *error);
+    topics_.prefix = flags_.topic_prefix;
+    auto selected = SelectProjections(ProjectionCatalog(topics_), flags_.projections);
+    if (!selected) return Fail(verb_, selected.error().message);
+    if (auto opened = OpenStores(); !opened) return Fail(verb_, opened.error().message);
+    set_ = BuildProjectionSet(side_.get(), topics_, &metrics_);
+    selected_ = selected->indexes;
+    auto sources = Sources();
+    if (!sources) return CleanUpAndFail(sources.error().message);
+    auto result = Rebuild(kafka, *sources);
+    if (!result) {
+      side_.reset();
+      fs::remove_all(out_, ec_);  // a partial rebuild is of no use
+      return Fail(verb_, result.error().message);
+    }
+    if (auto finished = Finish(*result); !finished) {
+      return CleanUpAndFail(finished.error().message);
+    }
+    auto mismatch = Compare(*result);
+    if (!mismatch) return CleanUpAndFail(mismatch.error().message);
+    End();
+    return *mismatch ? 1 : 0;
   }
 
-  const std::string out =
-      !flags.out.empty()
-          ? flags.out
-          : (fs::path(flags.data_dir) / fmt::format("{}-{}", verb, UtcStamp())).string();
-  if (fs::exists(out, ec) && !fs::is_empty(out, ec)) {
-    return Fail(verb, "--out " + out + " exists and is not empty");
+ private:
+  std::optional<std::string> CheckFlags() {
+    if (!flags_.extras.empty()) return "unexpected argument '" + flags_.extras[0] + "'";
+    if (flags_.data_dir.empty()) return "--data-dir is required";
+    if (!fs::is_directory(flags_.data_dir, ec_)) return "no data dir " + flags_.data_dir;
+    if (flags_.kafka_brokers.empty()) return "no Kafka: give --kafka-brokers or set KAFKA_BROKERS";
+    return std::nullopt;
   }
-  auto side = Store::Open(out, StoreOptions{.bulk_load = true, .in_memory = false});
-  if (!side) return Fail(verb, "side store " + out + ": " + side.error().message);
-  auto cleanup = [&] {
-    side->reset();
-    if (verify || flags.out.empty()) fs::remove_all(out, ec);
-  };
 
-  Metrics metrics;
-  ProjectionSet set = BuildProjectionSet(side->get(), topics, &metrics);
-  std::vector<RebuildSource> sources;
-  for (size_t i : selected->indexes) {
-    RebuildSource source = set.Source(i);
-    if (live) {
-      auto targets = LiveTargets(*live, set.specs[i]);
-      if (!targets) {
-        cleanup();
-        return Fail(verb, targets.error().message);
+  std::optional<std::string> KafkaFor(KafkaOptions& kafka) const {
+    kafka.brokers = flags_.kafka_brokers;
+    kafka.client_id = "dcm-projections-" + std::to_string(getpid());
+    kafka.fetch_wait_max_ms = flags_.fetch_wait_max_ms;
+    return AddKafkaProperties(flags_.kafka_properties, kafka.extra);
+  }
+
+  // The live store: a read-only snapshot; its stored offsets are the targets. Then the side
+  // store the rebuild writes, in bulk mode.
+  Status OpenStores() {
+    live_path_ = (fs::path(flags_.data_dir) / "state").string();
+    if (fs::exists(live_path_, ec_)) {
+      auto opened = Store::OpenReadOnly(live_path_);
+      if (!opened) {
+        return MakeError(opened.error().code,
+                         "live store " + live_path_ + ": " + opened.error().message);
       }
-      source.targets = std::move(*targets);
+      live_ = std::move(*opened);
+    } else {
+      printf("no live store at %s: rebuilding to the end of the log, nothing to compare\n",
+             live_path_.c_str());
     }
-    sources.push_back(std::move(source));
+    out_ = !flags_.out.empty()
+               ? flags_.out
+               : (fs::path(flags_.data_dir) / fmt::format("{}-{}", verb_, UtcStamp())).string();
+    if (fs::exists(out_, ec_) && !fs::is_empty(out_, ec_)) {
+      return MakeError(ErrorCode::kInvalidArgument, "--out " + out_ + " exists and is not empty");
+    }
+    auto side = Store::Open(out_, StoreOptions{.bulk_load = true, .in_memory = false});
+    if (!side) {
+      return MakeError(side.error().code, "side store " + out_ + ": " + side.error().message);
+    }
+    side_ = std::move(*side);
+    return OkStatus();
   }
 
-  RebuildOptions options;
-  options.kafka = kafka;
-  options.stall_timeout_ms = flags.timeout_s * 1000;
-  options.metadata_timeout_ms = std::min(10000, options.stall_timeout_ms);
-  if (!flags.no_progress) options.on_progress = ProgressPrinter(isatty(STDERR_FILENO) == 1);
-  Rebuilder rebuilder(options, side->get());
-  auto result = rebuilder.Run(sources);
-  if (!result) {
-    side->reset();
-    fs::remove_all(out, ec);  // a partial rebuild is of no use
-    return Fail(verb, result.error().message);
-  }
-  for (const auto& warning : result->warnings) printf("warning: %s\n", warning.c_str());
-  const auto finish_start = std::chrono::steady_clock::now();
-  if (!flags.no_progress) {
-    fprintf(stderr, "finishing the side store (%s)...\n",
-            verify ? "flush, table file" : "flush, compaction, table file");
-  }
-  auto finished = verify ? (*side)->FinishBulkLoadWithoutCompaction() : (*side)->FinishBulkLoad();
-  if (!finished) {
-    cleanup();
-    return Fail(verb, finished.error().message);
-  }
-  const double finish_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - finish_start).count();
-  printf(
-      "rebuilt %s events in %.1f s (%s events/s), store finished in %.1f s\n",
-      Thousands(result->messages).c_str(), result->seconds,
-      Thousands(result->seconds > 0
-                    ? static_cast<int64_t>(static_cast<double>(result->messages) / result->seconds)
-                    : 0)
-          .c_str(),
-      finish_s);
-
-  bool mismatch = false;
-  for (size_t k = 0; k < sources.size(); ++k) {
-    const auto& spec = set.specs[selected->indexes[k]];
-    const auto& stats = result->projections[k];
-    std::string line = fmt::format("{:<10} events={:<10} poison={:<4}", spec.name,
-                                   Thousands(stats.events), stats.poison);
-    if (!live) {
-      auto rebuilt = (*side)->Digest(spec.prefix);
-      if (!rebuilt) {
-        cleanup();
-        return Fail(verb, rebuilt.error().message);
+  // The selected projections, each up to the live store's offsets when there is one.
+  Result<std::vector<RebuildSource>> Sources() const {
+    std::vector<RebuildSource> sources;
+    for (size_t i : selected_) {
+      RebuildSource source = SourceOf(set_, i);
+      if (live_) {
+        ASSIGN_OR_RETURN(source.targets, LiveTargets(*live_, set_.entries[i]));
       }
-      printf("%s rebuilt=%s\n", line.c_str(), rebuilt->c_str());
-      continue;
+      sources.push_back(std::move(source));
     }
-    auto compared = CompareProjection(*live, **side, spec);
-    if (!compared) {
-      cleanup();
-      return Fail(verb, compared.error().message);
+    return sources;
+  }
+
+  Result<RebuildResult> Rebuild(const KafkaOptions& kafka,
+                                const std::vector<RebuildSource>& sources) const {
+    RebuildOptions options;
+    options.kafka = kafka;
+    options.stall_timeout_ms = flags_.timeout_s * 1000;
+    options.metadata_timeout_ms = std::min(10000, options.stall_timeout_ms);
+    if (!flags_.no_progress) options.on_progress = ProgressPrinter(isatty(STDERR_FILENO) == 1);
+    return Rebuilder(options, side_.get()).Run(sources);
+  }
+
+  // Finishes the side store (verify skips the compaction it deletes anyway) and prints the
+  // totals.
+  Status Finish(const RebuildResult& result) {
+    for (const auto& warning : result.warnings) printf("warning: %s\n", warning.c_str());
+    const auto finish_start = std::chrono::steady_clock::now();
+    if (!flags_.no_progress) {
+      fprintf(stderr, "finishing the side store (%s)...\n",
+              verify_ ? "flush, table file" : "flush, compaction, table file");
     }
-    line += fmt::format(" live={} rebuilt={}", compared->live_digest, compared->rebuilt_digest);
-    if (compared->match()) {
+    RETURN_IF_ERROR(verify_ ? side_->FinishBulkLoadWithoutCompaction() : side_->FinishBulkLoad());
+    const double finish_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - finish_start).count();
+    const auto per_s =
+        result.seconds > 0
+            ? static_cast<int64_t>(static_cast<double>(result.messages) / result.seconds)
+            : 0;
+    printf("rebuilt %s events in %.1f s (%s events/s), store finished in %.1f s\n",
+           Thousands(result.messages).c_str(), result.seconds, Thousands(per_s).c_str(), finish_s);
+    return OkStatus();
+  }
+
+  // One line per projection: its rebuilt digest, or live against rebuilt. True: a mismatch.
+  Result<bool> Compare(const RebuildResult& result) const {
+    bool mismatch = false;
+    for (size_t k = 0; k < selected_.size(); ++k) {
+      const auto& entry = set_.entries[selected_[k]];
+      const auto& stats = result.projections[k];
+      std::string line = fmt::format("{:<10} events={:<10} poison={:<4}", entry.name,
+                                     Thousands(stats.events), stats.poison);
+      if (!live_) {
+        ASSIGN_OR_RETURN(const auto rebuilt, side_->Digest(entry.prefix));
+        printf("%s rebuilt=%s\n", line.c_str(), rebuilt.c_str());
+        continue;
+      }
+      ASSIGN_OR_RETURN(const auto compared, CompareProjection(*live_, *side_, entry));
+      PrintComparison(line, compared);
+      mismatch = mismatch || !compared.match();
+    }
+    return mismatch;
+  }
+
+  static void PrintComparison(std::string line, const ProjectionComparison& compared) {
+    line += fmt::format(" live={} rebuilt={}", compared.live_digest, compared.rebuilt_digest);
+    if (compared.match()) {
       printf("%s match\n", line.c_str());
-      continue;
-    }
-    mismatch = true;
-    if (!compared->first_difference) {
+    } else if (!compared.first_difference) {
       printf("%s MISMATCH (no differing key found)\n", line.c_str());
-      continue;
+    } else {
+      const auto& diff = *compared.first_difference;
+      printf("%s MISMATCH first differing key \"%s\"\n    live:    %s\n    rebuilt: %s\n",
+             line.c_str(), Printable(diff.key).c_str(), Value(diff.left).c_str(),
+             Value(diff.right).c_str());
     }
-    const auto& diff = *compared->first_difference;
-    printf("%s MISMATCH first differing key \"%s\"\n    live:    %s\n    rebuilt: %s\n",
-           line.c_str(), Printable(diff.key).c_str(), Value(diff.left).c_str(),
-           Value(diff.right).c_str());
   }
-  if (live) PrintNotCompared(*live, set.specs);
-  if (verify) {
-    cleanup();
-  } else {
-    side->reset();
-    printf(
-        "rebuilt store kept at %s (projections and their offsets only). To serve from it: stop "
-        "dcm serve, move %s aside, move %s to %s, start dcm serve; each projection resumes from "
-        "the offsets stored with it.\n",
-        out.c_str(), live_path.c_str(), out.c_str(), live_path.c_str());
+
+  // verify deletes the side store; rebuild keeps it and says how to serve from it.
+  void End() {
+    if (live_) PrintNotCompared(*live_, set_.entries);
+    if (verify_) {
+      CleanUp();
+    } else {
+      side_.reset();
+      printf(
+          "rebuilt store kept at %s (projections and their offsets only). To serve from it: stop "
+          "dcm serve, move %s aside, move %s to %s, start dcm serve; each projection resumes "
+          "from the offsets stored with it.\n",
+          out_.c_str(), live_path_.c_str(), out_.c_str(), live_path_.c_str());
+    }
+    fflush(stdout);
   }
-  fflush(stdout);
-  return mismatch ? 1 : 0;
-}
+
+  void CleanUp() {
+    side_.reset();
+    if (verify_ || flags_.out.empty()) fs::remove_all(out_, ec_);
+  }
+
+  int CleanUpAndFail(const std::string& message) {
+    CleanUp();
+    return Fail(verb_, message);
+  }
+
+  const ProjectionsFlags& flags_;
+  const bool verify_;
+  const char* const verb_;
+  std::error_code ec_;
+  Topics topics_;
+  std::string live_path_;
+  std::string out_;
+  std::unique_ptr<Store> live_;
+  std::unique_ptr<Store> side_;
+  Metrics metrics_;
+  ProjectionSet set_;  // built on side_; declared after it, so destroyed before it
+  std::vector<size_t> selected_;
+};
+
+int Run(const ProjectionsFlags& flags, bool verify) { return ProjectionsRun(flags, verify).Run(); }
 
 void AddFlags(CLI::App* cmd, ProjectionsFlags& flags) {
   cmd->allow_extras();

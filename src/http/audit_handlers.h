@@ -1,6 +1,9 @@
 // Audit handlers (SPEC §3.4): the event log through the audit index, per-entity history with a
 // human summary per event, and time travel (`as_of`), which renders the state folded from the
 // events up to that time with the same handlers as live reads (projections/time_travel.h).
+//
+// Each handler is params (audit_params.h: the query, validated) ─▶ the audit view or a past
+// state ─▶ render (audit_render.h: the JSON), with time from the context's injected clock.
 #pragma once
 
 #include <string>

@@ -34,18 +34,26 @@ std::optional<simdjson::dom::element> ParseBody(const HttpRequest& request, Http
   return *parsed;
 }
 
-std::optional<size_t> ParsePageSize(const HttpRequest& request, HttpResponse* error) {
+Result<size_t> PageSizeParam(const HttpRequest& request) {
   const auto* size = request.Query("max_page_size");
   if (!size) return kDefaultPageSize;
   int value = 0;
   auto [end, ec] = std::from_chars(size->data(), size->data() + size->size(), value);
   if (ec != std::errc() || end != size->data() + size->size() || value < 1 ||
       static_cast<size_t>(value) > kMaxPageSize) {
-    *error = Problem(400, "max_page_size must be an integer from 1 to 100",
+    return MakeError(ErrorCode::kInvalidArgument, "max_page_size must be an integer from 1 to 100",
                      {{"max_page_size", "must be an integer from 1 to 100"}});
-    return std::nullopt;
   }
   return static_cast<size_t>(value);
+}
+
+std::optional<size_t> ParsePageSize(const HttpRequest& request, HttpResponse* error) {
+  auto size = PageSizeParam(request);
+  if (!size) {
+    *error = ProblemFromError(size.error());
+    return std::nullopt;
+  }
+  return *size;
 }
 
 std::optional<bool> ParseBoolFlag(const HttpRequest& request, const std::string& name,

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/common/result.h"
 #include "src/http/http_types.h"
 
 namespace dcm::http {
@@ -26,6 +27,8 @@ std::optional<simdjson::dom::element> ParseBody(const HttpRequest& request, Http
 
 // `max_page_size` (1..100, default 100). On failure the 400 is ready in *error.
 std::optional<size_t> ParsePageSize(const HttpRequest& request, HttpResponse* error);
+// The same as a value: kInvalidArgument naming `max_page_size` (ProblemFromError: the same 400).
+Result<size_t> PageSizeParam(const HttpRequest& request);
 
 // A boolean query flag spelled `true` or `false` (absent: `fallback`). On any other value the
 // 400 naming the flag is ready in *error.

@@ -4,11 +4,10 @@
 
 #include "events/json_read.h"
 #include "events/provider_events.h"
-#include "src/common/json_writer.h"
-#include "src/common/time_format.h"
-#include "src/common/uuid.h"
 #include "src/http/handler_util.h"
 #include "src/http/problem.h"
+#include "src/http/provider_params.h"
+#include "src/http/provider_render.h"
 
 namespace dcm::http {
 namespace {
@@ -19,7 +18,7 @@ void RecordEdgeRejection(const ApiContext& ctx, const HttpRequest& request, Requ
   ProviderOutcome o;
   o.actor = request.principal.subject;
   o.kind = OutcomeKind::kRejected;
-  o.request_id = NewUuidV4();
+  o.request_id = ctx.new_id();
   o.request_kind = kind;
   o.status = HttpStatusFor(error.code);
   o.detail = error.message;
@@ -65,6 +64,7 @@ HttpResponse RenderOutcome(const ApiContext& ctx, const ProviderOutcome& o) {
 // Sends `request` through the command bus, as the caller of `http`, and answers with its outcome.
 void SubmitAndRespond(const ApiContext& ctx, const HttpRequest& http, ProviderRequest request,
                       Respond respond) {
+  request.request_id = ctx.new_id();
   request.actor = http.principal.subject;
   request.owner_scoped = http.principal.OwnerScoped();
   const CloudEvent event = EncodeProviderRequest(request, ctx.source, ctx.clock->NowMillis());
@@ -108,55 +108,14 @@ std::optional<ProviderSpec> SpecFromBody(const HttpRequest& request, const ApiCo
 // Answers 400 (and records the rejection) unless `id` is a valid provider id.
 bool CheckId(const ApiContext& ctx, const HttpRequest& request, RequestKind kind,
              const std::string& id, const char* field, Respond& respond) {
-  auto why = ValidateProviderId(id);
-  if (why.empty()) return true;
-  const Error error{ErrorCode::kInvalidArgument, std::string(field) + " " + why, {{field, why}}};
-  RecordEdgeRejection(ctx, request, kind, error, "", id.substr(0, 63));
-  respond(ProblemFromError(error));
+  auto checked = CheckProviderId(id, field);
+  if (checked) return true;
+  RecordEdgeRejection(ctx, request, kind, checked.error(), "", id.substr(0, 63));
+  respond(ProblemFromError(checked.error()));
   return false;
 }
 
 }  // namespace
-
-std::string RenderProvider(const Provider& p, const HealthRecord* health,
-                           const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", p.id);
-  WriteProviderSpecFields(w, p.spec);
-  const HealthStatus health_status = EffectiveHealthStatus(health, p.seq);
-  // Counters belong to the registration they were counted for; a newer one starts from zero.
-  const bool current = health && health->registration_seq >= p.seq;
-  w.Field("health_status", HealthStatusName(health_status));
-  w.Key("health");
-  w.BeginObject();
-  w.Field("status", HealthStatusName(health_status));
-  w.Field("consecutive_failures", current ? health->consecutive_failures : 0);
-  w.Field("consecutive_successes", current ? health->consecutive_successes : 0);
-  if (health && health->last_probe_time_ms > 0) {
-    w.Field("last_probe_time", FormatRfc3339Millis(health->last_probe_time_ms));
-    w.Field("last_probe_result", health->last_result);
-    if (health->last_http_status != 0) w.Field("last_http_status", health->last_http_status);
-    w.Key("latency_ms");
-    w.Double(static_cast<double>(health->last_latency_us) / 1000.0);
-  }
-  if (health && health->last_transition_time_ms > 0) {
-    w.Field("last_transition_time", FormatRfc3339Millis(health->last_transition_time_ms));
-    w.Field("last_transition_reason", health->last_transition_reason);
-  }
-  if (health && !health->last_error.empty()) {
-    w.Field("last_error", health->last_error);
-    w.Field("last_error_time", FormatRfc3339Millis(health->last_error_time_ms));
-  }
-  w.EndObject();
-  if (!status.empty()) w.Field("status", status);
-  if (!p.owner.empty()) w.Field("owner", p.owner);
-  w.Field("create_time", p.create_time);
-  w.Field("update_time", p.update_time);
-  w.Field("path", "providers/" + p.id);
-  w.EndObject();
-  return w.Take();
-}
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
   ProviderRequest r;
@@ -192,18 +151,12 @@ void ChangeProviderId(const HttpRequest& request, const std::string& id, const A
   ProviderRequest r;
   r.kind = RequestKind::kChangeId;
   r.id = id;
-  auto reject = [&](const std::string& message) {
-    const Error e{ErrorCode::kInvalidArgument, "new_id " + message, {{"new_id", message}}};
-    RecordEdgeRejection(ctx, request, r.kind, e, "", id);
-    respond(ProblemFromError(e));
-  };
-  simdjson::dom::element value;
-  if (!body->is_object() || ((*body)["new_id"].get(value) && (*body)["newId"].get(value))) {
-    return reject("is required");
+  auto new_id = ParseNewProviderId(*body);
+  if (!new_id) {
+    RecordEdgeRejection(ctx, request, r.kind, new_id.error(), "", id);
+    return respond(ProblemFromError(new_id.error()));
   }
-  std::string_view new_id;
-  if (value.get(new_id)) return reject("must be a string");
-  r.new_id = std::string(new_id);
+  r.new_id = std::move(*new_id);
   if (!CheckId(ctx, request, r.kind, r.new_id, "new_id", respond)) return;
   SubmitAndRespond(ctx, request, std::move(r), std::move(respond));
 }
@@ -235,52 +188,34 @@ void GetProvider(const HttpRequest&, const std::string& id, const ApiContext& ct
 }
 
 void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
+  auto params = ParseProviderListParams(request);
+  if (!params) return respond(ProblemFromError(params.error()));
   ProviderFilter filter;
+  filter.service_type = params->service_type;
   std::unordered_map<std::string, std::optional<HealthRecord>> accepted;
-  HttpResponse error;
-  const auto page_size = ParsePageSize(request, &error);
-  if (!page_size) return respond(std::move(error));
-  if (const auto* type = request.Query("type")) filter.service_type = *type;
-  if (const auto* health = request.Query("health_status")) {
-    const auto wanted = ParseHealthStatus(*health);
-    if (!wanted) {
-      return respond(
-          Problem(400, "health_status must be Pending, Ready, Unhealthy or Unavailable",
-                  {{"health_status", "must be Pending, Ready, Unhealthy or Unavailable"}}));
-    }
+  if (params->health) {
     // Records the filter read for the providers it accepted, so rendering does not read them
     // again (at most a page and one).
-    filter.accept = [&ctx, &accepted, wanted = *wanted](const Provider& p) {
+    filter.accept = [&ctx, &accepted, wanted = *params->health](const Provider& p) {
       auto record = HealthOf(ctx, p.id);
       if (EffectiveHealthStatus(record ? &*record : nullptr, p.seq) != wanted) return false;
       accepted.emplace(p.id, std::move(record));
       return true;
     };
   }
-  const auto* token = request.Query("page_token");
-  auto page = ctx.registry->List(filter, token ? *token : "", *page_size);
+  auto page = ctx.registry->List(filter, params->page_token, params->page_size);
   if (!page) return respond(ProblemFromError(page.error()));
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("providers");
-  w.BeginArray();
+  std::vector<std::string> rendered;
   for (const auto& p : page->providers) {
     auto it = accepted.find(p.id);
     const auto health = it != accepted.end() ? std::move(it->second) : HealthOf(ctx, p.id);
-    w.Raw(RenderProvider(p, health ? &*health : nullptr));
+    rendered.push_back(RenderProvider(p, health ? &*health : nullptr));
   }
-  w.EndArray();
-  if (!page->next_page_token.empty()) w.Field("next_page_token", page->next_page_token);
-  w.EndObject();
-  respond(Json(200, w.Take()));
+  respond(Json(200, RenderProviderList(rendered, page->next_page_token)));
 }
 
 void ListServiceTypes(const ApiContext& ctx, Respond respond) {
-  JsonWriter w;
-  w.BeginObject();
-  w.StringArray("service_types", ctx.provider_rules->service_types);
-  w.EndObject();
-  respond(Json(200, w.Take()));
+  respond(Json(200, RenderServiceTypes(ctx.provider_rules->service_types)));
 }
 
 }  // namespace dcm::http

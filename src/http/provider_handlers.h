@@ -1,7 +1,12 @@
 // Provider API handlers (SPEC §3.1): pure functions of a request and the registry view. Writes go
 // through the CommandBus and answer once the outcome is applied here (read-your-writes).
+//
+// Each handler is params (provider_params.h: the request, validated) ─▶ the view or the command
+// bus ─▶ render (provider_render.h: the JSON); ids and times come from the context's injected
+// id generator and clock.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,7 +16,9 @@
 #include "projections/registry_projection.h"
 #include "projections/time_travel.h"
 #include "src/common/clock.h"
+#include "src/common/uuid.h"
 #include "src/http/http_types.h"
+#include "src/http/provider_render.h"
 
 namespace dcm::http {
 
@@ -31,9 +38,12 @@ struct ApiContext {
   const InstanceView* instances = nullptr;  // null: no instance API (404), provider deletes
                                             // skip the live-instances check
   CommandBus* instance_commands = nullptr;
-  // Audit (SPEC §3.4): the index, and which topic feeds which projection when `as_of` folds.
+  // Audit (SPEC §3.4): the index, and the topic names `as_of` folds by (time_travel.h).
   const AuditView* audit = nullptr;  // null: /events, history and as_of answer 404
-  FoldTopics fold_topics = {};
+  Topics topics = {};
+  // New event ids (provider requests, edge rejections): random UUIDs unless a test injects its
+  // own.
+  std::function<std::string()> new_id = NewUuidV4;
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);
@@ -47,10 +57,5 @@ void ChangeProviderId(const HttpRequest& request, const std::string& id, const A
 void DeleteProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                     Respond respond);
 void ListServiceTypes(const ApiContext& ctx, Respond respond);
-
-// The API representation of a provider (snake_case; `status` only on POST replies), joined with
-// its health record (null: never probed).
-std::string RenderProvider(const Provider& provider, const HealthRecord* health,
-                           const std::string& status = "");
 
 }  // namespace dcm::http

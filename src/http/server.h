@@ -1,6 +1,7 @@
 // HttpServer: the HTTP/1.1 server under DCM's admin/query API and under `dcm sp-sim`.
-// Boost.Beast + Asio C++20 coroutines, kept behind this pimpl so only server.cc includes Beast
-// (see docs/http.md and ../shared/HTTP-NOTES.md for why Beast and how it is configured).
+// Boost.Beast + Asio C++20 coroutines, kept behind this pimpl so only the server's own files
+// (server_core.h, server_connection.cc, server.cc) include Beast (see docs/http.md and
+// ../shared/HTTP-NOTES.md for why Beast and how it is configured).
 //
 // Requests reach a `Handler` as plain data (src/http/http_types.h). The handler calls `respond`
 // exactly once, at once or later from any thread; the connection waits for it, bounded by

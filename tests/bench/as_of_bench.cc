@@ -50,7 +50,7 @@ constexpr int64_t kInstanceHs[] = {10, 100, 1000, 10000};
 int64_t g_background = 200000;
 int64_t g_max_h = 100000;
 
-const FoldTopics kTopics{"dcm.providers", "dcm.health", "dcm.instances", "dcm.status"};
+const Topics kTopics;  // dcm.providers, dcm.health, dcm.instances, dcm.status
 
 std::string TargetId(int64_t h) { return "target-h" + std::to_string(h); }
 std::string RootId(int64_t h) { return "cii-h" + std::to_string(h); }
@@ -74,7 +74,7 @@ class Folder {
  public:
   explicit Folder(Store* store)
       : store_(store),
-        audit_(store, kTopics.providers, nullptr),
+        audit_(store, kTopics.Providers(), nullptr),
         registry_(store, nullptr, nullptr),
         health_(store, nullptr),
         instances_(store, nullptr, nullptr) {}
@@ -85,9 +85,9 @@ class Folder {
     int64_t& offset = offsets_[{topic, partition}];
     const EventPosition position{topic, partition, offset++, kT0, key, json};
     RETURN_IF_ERROR(audit_.Apply(event, position, batch_));
-    Projection* live = topic == kTopics.providers ? static_cast<Projection*>(&registry_)
-                       : topic == kTopics.health  ? static_cast<Projection*>(&health_)
-                                                  : static_cast<Projection*>(&instances_);
+    Projection* live = topic == kTopics.Providers() ? static_cast<Projection*>(&registry_)
+                       : topic == kTopics.Health()  ? static_cast<Projection*>(&health_)
+                                                    : static_cast<Projection*>(&instances_);
     RETURN_IF_ERROR(live->Apply(event, position, batch_));
     ++count_;
     if (++in_batch_ == 1000) return Flush();
@@ -235,7 +235,7 @@ Result<int64_t> AddInstanceHistory(Folder& folder, const std::string& root, int6
                                    std::string& resource) {
   const std::string create = OperationName(Operation::kCreateCatalogItemInstance);
   const std::string rehydrate = OperationName(Operation::kRehydrateCatalogItemInstance);
-  const std::string& topic = kTopics.instances;
+  const std::string& topic = kTopics.Instances();
   resource = root + "-res-0";
   Facts f("req/" + root + "/0", root, kT0);
   for (const CloudEvent& e :
@@ -275,7 +275,7 @@ Status BuildWorld(World& w) {
         const std::string id = "bg-" + std::to_string(p);
         const int64_t t = kT0 + r * 10000 + p;
         RETURN_IF_ERROR(folder.Add(r == 0 ? Registration(id, 1 + p, t) : Probe(id, 1 + p, r, t),
-                                   r == 0 ? kTopics.providers : kTopics.health, id));
+                                   r == 0 ? kTopics.Providers() : kTopics.Health(), id));
       }
     }
     // The measured providers: a registration, then h probes a second apart.
@@ -283,11 +283,11 @@ Status BuildWorld(World& w) {
       if (h > g_max_h) continue;
       const std::string id = TargetId(h);
       const int64_t seq = 1000000 + h;
-      RETURN_IF_ERROR(folder.Add(Registration(id, seq, kT0 - 1000), kTopics.providers, id));
+      RETURN_IF_ERROR(folder.Add(Registration(id, seq, kT0 - 1000), kTopics.Providers(), id));
       w.provider_end_ms[h] = kT0 - 1000;
       for (int64_t i = 1; i <= h; ++i) {
         const int64_t t = kT0 + i * 1000;
-        RETURN_IF_ERROR(folder.Add(Probe(id, seq, i, t), kTopics.health, id));
+        RETURN_IF_ERROR(folder.Add(Probe(id, seq, i, t), kTopics.Health(), id));
         if (i == h / 2) w.provider_mid_ms[h] = t;
       }
       if (h > 0) w.provider_end_ms[h] = kT0 + h * 1000;

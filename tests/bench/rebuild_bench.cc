@@ -80,9 +80,9 @@ int Rebuild(const std::string& brokers, const Topics& topics, const std::string&
   Metrics metrics;
   ProjectionSet set = BuildProjectionSet(store->get(), topics, &metrics);
   std::vector<RebuildSource> sources;
-  for (size_t i = 0; i < set.specs.size(); ++i) {
-    if (!only.empty() && set.specs[i].name != only) continue;
-    sources.push_back(set.Source(i));
+  for (size_t i = 0; i < set.entries.size(); ++i) {
+    if (!only.empty() && set.entries[i].name != only) continue;
+    sources.push_back(SourceOf(set, i));
   }
   RebuildOptions options;
   options.kafka.brokers = brokers;

@@ -571,7 +571,7 @@ class AuditHandlersTest : public HandlersTest {
     audit_view_ = std::make_unique<AuditView>(store_.get());
     ApiContext api = Api();
     api.audit = audit_view_.get();
-    api.fold_topics = FoldTopics{"dcm.providers", "dcm.health", "dcm.instances", "dcm.status"};
+    api.topics = Topics{};
     router_ = MakeRouter(api, OpsContext{}, AccessContext{});
     // p1 registered at 00:00:01 and deleted at 00:00:03.
     AuditProjection audit(store_.get(), "dcm.providers", nullptr);
@@ -637,6 +637,32 @@ TEST_F(AuditHandlersTest, AsOfAnswersTheStateThenOr404OutsideTheProvidersLifetim
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("\"field\":\"as_of\""), std::string::npos) << r.body;
   EXPECT_EQ(Call("GET", "/api/v1alpha1/providers").status, 200);  // live, without as_of
+}
+
+// ---- injected ids ----
+
+TEST_F(HandlersTest, RequestsAndEdgeRejectionsTakeTheirIdsFromTheInjectedGenerator) {
+  ApiContext api = Api();
+  int next = 0;
+  api.new_id = [&next] { return "id-" + std::to_string(++next); };
+  HttpRequest request;
+  request.method = "POST";
+  request.path = "/api/v1alpha1/providers";
+  request.headers = {{"content-type", "application/json"}};
+  request.body = Spec("sp-injected");
+  HttpResponse response;
+  RegisterProvider(request, api, [&](HttpResponse r) { response = std::move(r); });
+  ASSERT_EQ(response.status, 201) << response.body;
+  ASSERT_EQ(bus_->submitted().size(), 1u);
+  EXPECT_EQ(bus_->submitted()[0].id, "id-1");
+
+  request.body = R"({"endpoint":"http://a.example.com","service_type":"vm"})";  // no name
+  RegisterProvider(request, api, [&](HttpResponse r) { response = std::move(r); });
+  ASSERT_EQ(response.status, 400) << response.body;
+  ASSERT_EQ(bus_->recorded().size(), 1u);
+  auto outcome = DecodeProviderOutcome(bus_->recorded()[0]);
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message;
+  EXPECT_EQ(outcome->request_id, "id-2");
 }
 
 }  // namespace

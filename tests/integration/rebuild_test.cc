@@ -56,8 +56,8 @@ class RebuildTest : public ::testing::Test {
     Metrics metrics;
     ProjectionSet set = BuildProjectionSet(store.get(), env_->config.topics, &metrics);
     std::vector<std::unique_ptr<ProjectionRunner>> runners;
-    for (size_t i = 0; i < set.specs.size(); ++i) {
-      const auto& topics = set.specs[i].topics;
+    for (size_t i = 0; i < set.entries.size(); ++i) {
+      const auto& topics = set.entries[i].topics;
       RunnerOptions options{topics[0], env_->config.topics.DeadLetter(), env_->kafka};
       options.more_topics.assign(topics.begin() + 1, topics.end());
       runners.push_back(std::make_unique<ProjectionRunner>(
@@ -81,9 +81,9 @@ class RebuildTest : public ::testing::Test {
     Metrics metrics;
     ProjectionSet set = BuildProjectionSet(store.get(), env_->config.topics, &metrics);
     std::vector<RebuildSource> sources;
-    for (size_t i = 0; i < set.specs.size(); ++i) {
-      RebuildSource source = set.Source(i);
-      if (live) source.targets = OrDie(LiveTargets(*live, set.specs[i]));
+    for (size_t i = 0; i < set.entries.size(); ++i) {
+      RebuildSource source = SourceOf(set, i);
+      if (live) source.targets = OrDie(LiveTargets(*live, set.entries[i]));
       sources.push_back(std::move(source));
     }
     RebuildOptions options;
@@ -99,7 +99,7 @@ class RebuildTest : public ::testing::Test {
     return result ? std::move(*result) : RebuildResult{};
   }
 
-  std::vector<ProjectionSpec> Specs() const { return ProjectionSpecs(env_->config.topics); }
+  std::vector<ProjectionEntry> Specs() const { return ProjectionCatalog(env_->config.topics); }
 
   std::unique_ptr<testing::KafkaEnv> env_;
   fs::path dir_;
@@ -206,7 +206,7 @@ class VerifyCorruptionTest : public RebuildFlowTest {
     ASSERT_TRUE(copy->Write(batch));
   }
 
-  ProjectionComparison CompareCopy(const ProjectionSpec& spec) {
+  ProjectionComparison CompareCopy(const ProjectionEntry& spec) {
     auto copy = OrDie(Store::OpenReadOnly(copy_path_));
     return OrDie(CompareProjection(*copy, *side_, spec));
   }
@@ -216,7 +216,7 @@ class VerifyCorruptionTest : public RebuildFlowTest {
 };
 
 TEST_F(VerifyCorruptionTest, ReportsTheOneChangedKeyWithBothValues) {
-  const ProjectionSpec health = Specs()[1];
+  const ProjectionEntry health = Specs()[1];
   const auto [key, value] = NthKey(health.prefix, 3);
   ChangeCopy(key, value + "corrupt");
   const auto comparison = CompareCopy(health);
@@ -233,7 +233,7 @@ TEST_F(VerifyCorruptionTest, ReportsTheOneChangedKeyWithBothValues) {
 }
 
 TEST_F(VerifyCorruptionTest, ReportsAMissingKey) {
-  const ProjectionSpec registry = Specs()[0];
+  const ProjectionEntry registry = Specs()[0];
   const auto [key, value] = NthKey(registry.prefix, 0);
   ChangeCopy(key, std::nullopt);
   const auto comparison = CompareCopy(registry);
@@ -244,7 +244,7 @@ TEST_F(VerifyCorruptionTest, ReportsAMissingKey) {
 }
 
 TEST_F(VerifyCorruptionTest, ReportsAnExtraKey) {
-  const ProjectionSpec audit = Specs()[4];
+  const ProjectionEntry audit = Specs()[4];
   const std::string extra = std::string(audit.prefix) + "e/0000000000000/extra";
   ChangeCopy(extra, "x");
   const auto comparison = CompareCopy(audit);

@@ -17,7 +17,7 @@ namespace dcm {
 namespace {
 
 constexpr int64_t kT0 = 1767225600000;  // 2026-01-01T00:00:00Z
-const FoldTopics kTopics{"dcm.providers", "dcm.health", "dcm.instances", "dcm.status"};
+const Topics kTopics;                   // dcm.providers, dcm.health, dcm.instances, dcm.status
 
 std::unique_ptr<Store> OpenInMemory(const std::string& path) {
   auto store = Store::Open(path, StoreOptions{.bulk_load = false, .in_memory = true});

@@ -1,0 +1,335 @@
+#include "src/cli/serve_parts.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "consumers/topic_admin.h"
+#include "src/cli/commands.h"
+#include "src/common/log.h"
+#include "src/http/router.h"
+
+namespace dcm::cli {
+namespace {
+
+std::shared_ptr<spdlog::logger> ServeLogger() {
+  static auto logger = Logger("serve");
+  return logger;
+}
+
+Status SetUpTrustBoundary(ServeParts& parts) {
+  const Config& config = parts.config;
+  ASSIGN_OR_RETURN(parts.trust, TrustBoundary::Create(config, &SystemClock::Instance()));
+  auto logger = ServeLogger();
+  if (!parts.trust->authenticator()) {
+    if (config.dev) {
+      logger->warn("msg=\"dev mode: authentication is off; every caller acts as anonymous\"");
+    } else {
+      logger->warn(
+          "msg=\"AUTH_DISABLED=true: authentication is off; anyone who reaches {} can register, "
+          "delete and rehydrate\"",
+          config.listen);
+    }
+  } else {
+    logger->info("msg=\"authentication\" mode=\"{}\"", parts.trust->auth_mode());
+  }
+  logger->info("msg=\"outbound policy\" {}", parts.trust->outbound()->Describe());
+  parts.provider_rules = ProviderRules(config.service_types);
+  parts.provider_rules.refuse_endpoint_host = [outbound =
+                                                   parts.trust->outbound()](std::string_view host) {
+    return outbound->CheckLiteralHost(host);
+  };
+  return OkStatus();
+}
+
+// Kafka: the embedded mock in dev mode (its topics created), else the given cluster (topics
+// ensured).
+Status SetUpKafka(ServeParts& parts) {
+  Config& config = parts.config;
+  const auto topics = ProjectTopics(config);
+  if (config.dev && config.kafka_brokers.empty()) {
+    ASSIGN_OR_RETURN(parts.mock, MockCluster::Create(1));
+    RETURN_IF_ERROR(parts.mock->CreateTopics(topics));
+    config.kafka_brokers = parts.mock->bootstrap();
+  }
+  if (config.instance_id.empty()) {
+    char host[256] = "localhost";
+    gethostname(host, sizeof(host) - 1);
+    config.instance_id = std::string(host) + "/" + std::to_string(getpid());
+  }
+  KafkaOptions& kafka = parts.kafka;
+  kafka.brokers = config.kafka_brokers;
+  kafka.client_id = "dcm-" + config.instance_id;
+  kafka.fetch_wait_max_ms = config.fetch_wait_max_ms;
+  kafka.session_timeout_ms = config.group_session_timeout_ms;
+  if (auto error = AddKafkaProperties(parts.settings.kafka_properties, kafka.extra)) {
+    return MakeError(ErrorCode::kInvalidArgument, *error);
+  }
+  if (parts.mock) return OkStatus();
+  return EnsureTopics(kafka, topics, config.topics.ProviderRequests(), config.replication_factor);
+}
+
+// The data dir (in --dev without --data-dir a fresh temporary one, removed at stop) and the
+// store in it.
+Status AddStore(ServeParts& parts) {
+  Config& config = parts.config;
+  if (parts.settings.temp_data_dir) {
+    char pattern[] = "/tmp/dcm-dev-XXXXXX";
+    if (!mkdtemp(pattern))
+      return MakeError(ErrorCode::kInternal, "cannot create a temporary data dir");
+    config.data_dir = pattern;
+    parts.components.Add({.name = "temp-data-dir", .stop = [dir = config.data_dir] {
+                            std::error_code ec;
+                            std::filesystem::remove_all(dir, ec);
+                          }});
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kInternal,
+                     "cannot create data dir " + config.data_dir + ": " + ec.message());
+  }
+  ASSIGN_OR_RETURN(parts.store, Store::Open(config.data_dir + "/state"));
+  parts.views = std::make_unique<Views>(parts.store.get());
+  return OkStatus();
+}
+
+void FlushAtStop(ServeParts& parts, const char* name, Producer* producer) {
+  parts.components.Add({.name = name, .stop = [producer] {
+                          if (auto flushed = producer->Flush(5000); !flushed) {
+                            ServeLogger()->warn("msg=\"producer flush incomplete\" error=\"{}\"",
+                                                flushed.error().message);
+                          }
+                        }});
+}
+
+Status AddProducer(ServeParts& parts) {
+  ASSIGN_OR_RETURN(parts.producer, Producer::Create(parts.kafka));
+  FlushAtStop(parts, "producer", parts.producer.get());
+  return OkStatus();
+}
+
+// One runner per catalog entry, each a component with the readiness check projection:NAME.
+void AddProjections(ServeParts& parts) {
+  const Topics& topics = parts.config.topics;
+  parts.projections = BuildProjections(ProjectionCatalog(topics),
+                                       ProjectionDeps{.store = parts.store.get(),
+                                                      .topics = &topics,
+                                                      .metrics = &parts.metrics,
+                                                      .provider_waiters = &parts.provider_waiters,
+                                                      .instance_waiters = &parts.instance_waiters});
+  for (size_t i = 0; i < parts.projections.entries.size(); ++i) {
+    const ProjectionEntry& entry = parts.projections.entries[i];
+    RunnerOptions options{entry.topics.front(), topics.DeadLetter(), parts.kafka};
+    options.more_topics.assign(entry.topics.begin() + 1, entry.topics.end());
+    auto& runner = parts.runners.emplace_back(std::make_unique<ProjectionRunner>(
+        options, parts.store.get(), parts.projections.projections[i].get(), parts.producer.get(),
+        &parts.metrics));
+    parts.components.Add({.name = "projection:" + entry.name,
+                          .start = [r = runner.get()] { return r->Start(); },
+                          .stop = [r = runner.get()] { r->Stop(); },
+                          .ready = [r = runner.get()] { return r->CaughtUp() && r->Healthy(); }});
+  }
+}
+
+// The prober's HTTP client and its producer. Probe events need no millisecond latency: a longer
+// linger batches ~1,000 events/s into a few requests instead of hundreds (BENCHMARKS.md: the
+// broker thread's CPU halves).
+Status AddProbeClient(ServeParts& parts) {
+  if (!parts.config.health.enabled) return OkStatus();
+  KafkaOptions batched = parts.kafka;
+  batched.extra.emplace("linger.ms", "25");
+  ASSIGN_OR_RETURN(parts.health_producer, Producer::Create(batched));
+  FlushAtStop(parts, "health-producer", parts.health_producer.get());
+  http::ProbeClientOptions options;
+  options.outbound = parts.trust->outbound();
+  options.tls = parts.trust->sp_tls();
+  options.max_tls_handshakes = static_cast<size_t>(parts.config.health.max_tls_handshakes);
+  ASSIGN_OR_RETURN(parts.probe_client, http::ProbeClient::Create(options));
+  // Stopped after the prober (components stop in reverse): no probe completes into a stopped
+  // prober.
+  parts.components.Add(
+      {.name = "probe-client", .stop = [c = parts.probe_client.get()] { c->Stop(); }});
+  return OkStatus();
+}
+
+// The SP and Policy Manager clients the instance worker places with.
+void AddPlacementClients(ServeParts& parts) {
+  const auto& instances = parts.config.instances;
+  const auto& trust = *parts.trust;
+  parts.sp_api = std::make_unique<http::HttpServiceProviderApi>(
+      instances.sp_timeout, http::HttpClientOptions{trust.outbound(), trust.sp_tls()});
+  if (instances.policy_manager_url.empty()) return;
+  // Operator-configured: not filtered by the outbound policy, verified like SPs.
+  parts.policy = std::make_unique<http::HttpPolicyEngine>(
+      instances.policy_manager_url, instances.policy_timeout,
+      http::HttpClientOptions{nullptr, trust.sp_tls()});
+  ServeLogger()->info("msg=\"placement by the Policy Manager\" url={}",
+                      instances.policy_manager_url);
+}
+
+// Instances: the worker decides operations on its share of the roots (SPEC §3.3), told of every
+// fact the instance projection applies.
+void AddInstanceWorker(ServeParts& parts) {
+  const Config& config = parts.config;
+  if (!config.instances.worker_enabled) return;
+  InstanceWorkerOptions options;
+  options.requests_topic = config.topics.InstanceRequests();
+  options.instances_topic = config.topics.Instances();
+  options.dead_letter_topic = config.topics.DeadLetter();
+  options.group_id = config.topics.prefix + "instances";
+  options.source = "dcm/instance-worker/" + config.instance_id;
+  options.kafka = parts.kafka;
+  options.cleanup_interval = config.instances.cleanup_interval;
+  options.cleanup_max_retries = config.instances.cleanup_max_retries;
+  options.threads = config.instances.worker_threads;
+  options.crash_after_fact = parts.settings.crash_after_fact;
+  const Views& v = *parts.views;
+  parts.worker = std::make_unique<InstanceWorker>(
+      options, parts.store.get(), &v.instances, &v.registry, &v.health, parts.sp_api.get(),
+      parts.policy.get(), parts.producer.get(), &parts.metrics, &SystemClock::Instance());
+  parts.projections.Find<InstanceProjection>(InstanceProjection::kName)
+      ->SetListener([w = parts.worker.get()](const std::vector<InstanceEvent>& facts) {
+        w->OnFactsApplied(facts);
+      });
+  parts.components.Add({.name = "instance-worker",
+                        .start = [w = parts.worker.get()] { return w->Start(); },
+                        .stop = [w = parts.worker.get()] { w->Stop(); },
+                        .ready = [w = parts.worker.get()] { return w->Healthy() && w->Joined(); }});
+}
+
+void AddRegistrar(ServeParts& parts) {
+  const Config& config = parts.config;
+  RegistrarOptions options;
+  options.requests_topic = config.topics.ProviderRequests();
+  options.outcomes_topic = config.topics.Providers();
+  options.dead_letter_topic = config.topics.DeadLetter();
+  options.group_id = config.topics.prefix + "registrar";
+  options.source = "dcm/registrar/" + config.instance_id;
+  options.rules = parts.provider_rules;
+  options.instances_topic = config.topics.Instances();
+  options.live_instances = [v = parts.views.get()](const std::string& provider_id) {
+    return v->instances.LiveInstances(provider_id);
+  };
+  options.kafka = parts.kafka;
+  parts.registrar =
+      std::make_unique<Registrar>(options, parts.store.get(), &parts.views->registry,
+                                  parts.producer.get(), &parts.metrics, &SystemClock::Instance());
+  parts.components.Add({.name = "registrar",
+                        .start = [r = parts.registrar.get()] { return r->Start(); },
+                        .stop = [r = parts.registrar.get()] { r->Stop(); },
+                        .ready = [r = parts.registrar.get()] { return r->Healthy(); }});
+}
+
+// The prober probes its group-assigned share of the providers and follows the registry's
+// changes (the listener is set before the registry runner starts).
+void AddProber(ServeParts& parts) {
+  const Config& config = parts.config;
+  if (!config.health.enabled) return;
+  ProberOptions options;
+  options.health_topic = config.topics.Health();
+  options.group_id = config.topics.prefix + "prober";
+  options.source = "dcm/prober/" + config.instance_id;
+  options.health = config.health;
+  options.kafka = parts.kafka;
+  parts.prober = std::make_unique<Prober>(options, parts.store.get(), &parts.views->registry,
+                                          &parts.views->health, parts.probe_client.get(),
+                                          parts.health_producer.get(), &parts.metrics,
+                                          &SystemClock::Instance());
+  parts.projections.Find<RegistryProjection>(RegistryProjection::kName)
+      ->SetChangeListener([p = parts.prober.get()](const std::vector<ProviderChange>& changes) {
+        p->OnProvidersChanged(changes);
+      });
+  parts.components.Add({.name = "prober",
+                        .start = [p = parts.prober.get()] { return p->Start(); },
+                        .stop = [p = parts.prober.get()] { p->Stop(); },
+                        .ready = [p = parts.prober.get()] { return p->Healthy() && p->Joined(); }});
+}
+
+// HTTP writes go to the request topics and answer once their outcome is applied here.
+Status AddCommandBuses(ServeParts& parts) {
+  const Config& config = parts.config;
+  Producer* producer = parts.producer.get();
+  parts.commands = std::make_unique<KafkaCommandBus>(
+      producer, &parts.provider_waiters, config.topics.ProviderRequests(),
+      config.topics.Providers(), config.decision_timeout, &SystemClock::Instance(), &parts.metrics);
+  ASSIGN_OR_RETURN(
+      auto request_partitions,
+      TopicPartitionCount(producer->handle(), config.topics.InstanceRequests(), 10000));
+  parts.instance_commands = std::make_unique<KafkaCommandBus>(
+      producer, &parts.instance_waiters, config.topics.InstanceRequests(),
+      config.topics.Instances(), parts.settings.operation_timeout, &SystemClock::Instance(),
+      &parts.metrics, request_partitions);
+  return OkStatus();
+}
+
+http::ApiContext BuildApi(const ServeParts& parts) {
+  const Views& v = *parts.views;
+  return http::ApiContext{&v.registry,
+                          &v.health,
+                          parts.commands.get(),
+                          &parts.provider_rules,
+                          &SystemClock::Instance(),
+                          "dcm/http/" + parts.config.instance_id,
+                          &v.instances,
+                          parts.instance_commands.get(),
+                          &v.audit,
+                          parts.config.topics};
+}
+
+// The API and ops server; started last, so /readyz asks every other component.
+Status AddHttpServer(ServeParts& parts) {
+  const Config& config = parts.config;
+  http::ServerOptions options;
+  options.threads = config.http_threads > 0
+                        ? config.http_threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.metrics = &parts.metrics;
+  options.tls_cert_file = config.tls.cert_file;
+  options.tls_key_file = config.tls.key_file;
+  options.tls_client_ca_file = config.tls.client_ca_file;
+  ASSIGN_OR_RETURN(parts.server, http::HttpServer::Create(options));
+  auto handler = http::MakeRouter(BuildApi(parts), BuildOps(parts),
+                                  http::AccessContext{parts.trust->authenticator(),
+                                                      config.auth.metrics_public, &parts.metrics});
+  parts.components.Add({.name = "http",
+                        .start = [&parts, handler = std::move(handler)]() -> Status {
+                          auto port = parts.server->Listen(parts.config.listen, handler);
+                          if (!port) {
+                            return MakeError(port.error().code, "--listen " + parts.config.listen +
+                                                                    ": " + port.error().message);
+                          }
+                          parts.port = *port;
+                          return OkStatus();
+                        },
+                        .stop = [s = parts.server.get()] { s->Stop(); }});
+  return OkStatus();
+}
+
+}  // namespace
+
+const ProjectionRunner& ServeParts::Runner(std::string_view name) const {
+  for (size_t i = 0; i < projections.entries.size(); ++i) {
+    if (projections.entries[i].name == name) return *runners[i];
+  }
+  std::abort();  // a broken invariant: every catalog entry has a runner
+}
+
+Status BuildServeParts(ServeParts& parts) {
+  RETURN_IF_ERROR(SetUpTrustBoundary(parts));
+  RETURN_IF_ERROR(SetUpKafka(parts));
+  RETURN_IF_ERROR(AddStore(parts));
+  RETURN_IF_ERROR(AddProducer(parts));
+  AddProjections(parts);
+  RETURN_IF_ERROR(AddProbeClient(parts));
+  AddPlacementClients(parts);
+  AddInstanceWorker(parts);
+  AddRegistrar(parts);
+  AddProber(parts);
+  RETURN_IF_ERROR(AddCommandBuses(parts));
+  return AddHttpServer(parts);
+}
+
+}  // namespace dcm::cli

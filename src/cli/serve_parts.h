@@ -1,0 +1,111 @@
+// The parts of one `dcm serve` (SPEC §2) and the factories that build them. BuildServeParts
+// calls one small factory per piece, in this order; each adds its Component (components.h), so
+// the pieces start in this order and stop in reverse:
+//
+//   data dir (a temporary one in --dev: removed at stop) ─▶ store
+//   producer (flushed at stop)
+//   projection runners, one per ProjectionCatalog entry (projections/projection_catalog.h)
+//   probe client + its batched producer        (--health-check)
+//   instance worker (policy, SP calls, cleanup) (--instance-worker)
+//   registrar
+//   prober                                      (--health-check)
+//   command buses (provider and instance writes)
+//   HTTP server (API + ops: /readyz asks every component with a check)
+//
+// Kafka (the embedded mock in --dev, else the given cluster, topics ensured) and the trust
+// boundary (SPEC §6) come first and have nothing to start.
+//
+// Lifetime: ServeParts owns everything; members are declared in construction order, so they are
+// destroyed in reverse (the components, declared last, are stopped first). Not thread-safe:
+// built, started and stopped on serve's main thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "consumers/command_bus.h"
+#include "consumers/instance_worker.h"
+#include "consumers/mock_cluster.h"
+#include "consumers/prober.h"
+#include "consumers/projection_runner.h"
+#include "consumers/registrar.h"
+#include "projections/audit_projection.h"
+#include "projections/health_projection.h"
+#include "projections/instance_projection.h"
+#include "projections/outcome_waiters.h"
+#include "projections/projection_catalog.h"
+#include "projections/registry_projection.h"
+#include "src/cli/components.h"
+#include "src/cli/trust_boundary.h"
+#include "src/common/config.h"
+#include "src/common/metrics.h"
+#include "src/http/ops_handlers.h"
+#include "src/http/placement_clients.h"
+#include "src/http/probe_client.h"
+#include "src/http/server.h"
+
+namespace dcm::cli {
+
+// What serve's flags resolve to (src/cli/serve.cc).
+struct ServeSettings {
+  Config config;
+  std::chrono::milliseconds operation_timeout{0};  // instance writes wait this long for outcomes
+  std::string crash_after_fact;                    // test hook, see InstanceWorkerOptions
+  std::vector<std::string> kafka_properties;       // librdkafka key=value, for every client
+  bool temp_data_dir = false;                      // --dev without --data-dir
+};
+
+// The read side every consumer and handler queries, over the one store.
+struct Views {
+  explicit Views(Store* store) : registry(store), health(store), instances(store), audit(store) {}
+  RegistryView registry;
+  HealthView health;
+  InstanceView instances;
+  AuditView audit;
+};
+
+struct ServeParts {
+  explicit ServeParts(ServeSettings s) : settings(std::move(s)), config(settings.config) {}
+
+  ServeSettings settings;
+  Config& config;  // settings.config, completed by the factories (brokers, data dir, id)
+  std::unique_ptr<TrustBoundary> trust;
+  ProviderRules provider_rules;
+  std::unique_ptr<MockCluster> mock;
+  KafkaOptions kafka;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Producer> producer;
+  Metrics metrics;
+  OutcomeWaiters provider_waiters;
+  OutcomeWaiters instance_waiters;
+  ProjectionSet projections;                               // the catalog's, in its order
+  std::vector<std::unique_ptr<ProjectionRunner>> runners;  // runners[i] folds projections[i]
+  std::unique_ptr<Views> views;
+  std::unique_ptr<Producer> health_producer;
+  std::unique_ptr<http::ProbeClient> probe_client;
+  std::unique_ptr<http::HttpServiceProviderApi> sp_api;
+  std::unique_ptr<http::HttpPolicyEngine> policy;  // null: the built-in placement policy
+  std::unique_ptr<InstanceWorker> worker;
+  std::unique_ptr<Registrar> registrar;
+  std::unique_ptr<Prober> prober;
+  std::unique_ptr<KafkaCommandBus> commands;
+  std::unique_ptr<KafkaCommandBus> instance_commands;
+  std::unique_ptr<http::HttpServer> server;
+  uint16_t port = 0;  // bound once the HTTP component started
+  Components components;
+
+  // The runner of the catalog entry `name` (it exists: every entry has one).
+  const ProjectionRunner& Runner(std::string_view name) const;
+};
+
+// Builds every part and adds its component; nothing is started. The error is the one to print.
+Status BuildServeParts(ServeParts& parts);
+
+// /healthz, /readyz, /metrics, /admin/info and /admin/projections over the parts
+// (src/cli/serve_ops.cc).
+http::OpsContext BuildOps(ServeParts& parts);
+
+}  // namespace dcm::cli
