@@ -18,6 +18,7 @@ using std::chrono::milliseconds;
 constexpr char kOffsetsName[] = "instance-worker";  // this worker's request offsets in the Store
 constexpr int kPollMs = 100;
 constexpr milliseconds kOwnFactsTimeout{10000};
+constexpr size_t kMaxOverlay = 100000;  // writes in the decider's overlay before intake waits
 constexpr milliseconds kRetryDelay{1000};
 constexpr char kCleanupActor[] = "dcm/cleanup";  // actor of the cleanup worker's own facts
 
@@ -35,21 +36,6 @@ std::string ReplyStatus(const std::string& body) {
   return status;
 }
 
-// The operation_failed fact ending `request`'s operation (`request`: its request or started).
-InstanceEvent FailureFact(const InstanceEvent& request, int http_status, std::string reason,
-                          std::string error) {
-  InstanceEvent f;
-  f.type = event_type::kOperationFailed;
-  f.actor = request.actor;
-  f.request_id = request.request_id;
-  f.root = request.root;
-  f.operation = request.operation;
-  f.http_status = http_status;
-  f.reason = std::move(reason);
-  f.error = std::move(error);
-  return f;
-}
-
 // A short description of an SP answer for error messages and events: the transport error, or
 // SummarizeReply's (bounded, sanitized, never the raw body). A 3xx is a failure like any other
 // non-2xx: redirects are never followed.
@@ -61,12 +47,13 @@ std::string Describe(const Result<SpReply>& reply) {
 }  // namespace
 
 InstanceWorker::InstanceWorker(InstanceWorkerOptions options, Store* store,
-                               const InstanceView* instances, const RegistryView* registry,
-                               const HealthView* health, ServiceProviderApi* sp,
-                               PolicyEngine* policy, Producer* producer, Metrics* metrics,
-                               const Clock* clock)
+                               const AppliedOffsets* applied, const InstanceView* instances,
+                               const RegistryView* registry, const HealthView* health,
+                               ServiceProviderApi* sp, PolicyEngine* policy, Producer* producer,
+                               Metrics* metrics, const Clock* clock)
     : options_(std::move(options)),
       store_(store),
+      applied_(applied),
       instances_(instances),
       registry_(registry),
       health_(health),
@@ -74,7 +61,8 @@ InstanceWorker::InstanceWorker(InstanceWorkerOptions options, Store* store,
       policy_(policy),
       producer_(producer),
       metrics_(metrics),
-      clock_(clock) {
+      clock_(clock),
+      decider_(store, applied, options_.instances_topic) {
   sagas_gauge_ =
       &metrics_->GetGauge("dcm_sagas_in_flight", "Instance operations this instance is running");
   queue_depth_ = &metrics_->GetGauge("dcm_cleanup_queue_depth",
@@ -145,11 +133,7 @@ std::map<int32_t, int64_t> InstanceWorker::OnAssigned(const std::vector<int32_t>
     healthy_ = false;
   } else {
     for (auto& saga : *sagas) {
-      {
-        std::lock_guard lock(mu_);
-        if (active_.count(saga.started.root)) continue;  // still running here
-        active_[saga.started.root] = saga.started.request_id;
-      }
+      if (!Claim(saga)) continue;  // still running here
       logger->info("msg=\"resuming operation\" operation={} root={} request_id={} steps={}",
                    saga.started.operation, saga.started.root, saga.started.request_id,
                    saga.steps.size());
@@ -206,12 +190,11 @@ void InstanceWorker::GroupLoop() {
 }
 
 Status InstanceWorker::Intake(const std::vector<KafkaMessage>& messages) {
-  std::set<int32_t> touched;
-  for (const auto& m : messages) touched.insert(m.partition);
-  WaitForOwnFacts(touched);
-
-  std::vector<std::future<Status>> acks;
-  std::vector<Saga> started;
+  CompactDecider();
+  std::vector<std::future<Status>> dead_letters;
+  std::vector<Sent> sent;
+  std::vector<Saga> to_run;
+  StartedInBatch batch;
   std::map<int32_t, int64_t> next;
   for (const auto& m : messages) {
     {
@@ -219,192 +202,93 @@ Status InstanceWorker::Intake(const std::vector<KafkaMessage>& messages) {
       if (!owned_.count(m.partition)) continue;
     }
     next[m.partition] = m.offset + 1;
-    auto event = DecodeCloudEvent(m.value);
-    auto request =
-        event ? DecodeInstanceEvent(*event) : Result<InstanceEvent>(tl::unexpected(event.error()));
-    if (request && request->type != event_type::kOperationRequested) {
-      request = MakeError(ErrorCode::kCorruption, "not a request: " + request->type);
-    }
+    auto request = DecodeRequest(m);
     if (!request) {
-      acks.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "instance-worker",
-                                request.error().message, metrics_));
+      dead_letters.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m,
+                                        "instance-worker", request.error().message, metrics_));
       continue;
     }
-    auto outcome = instances_->RequestOutcome(request->request_id);
-    if (!outcome) return tl::unexpected(outcome.error());
-    if (*outcome) continue;  // decided before (a duplicate)
-    auto saga = instances_->GetSaga(request->root);
-    if (!saga) return tl::unexpected(saga.error());
-    if (*saga && (*saga)->started.request_id == request->request_id) {
-      bool running;
-      {
-        std::lock_guard lock(mu_);
-        running = active_.count(request->root) > 0;
-        if (!running) active_[request->root] = request->request_id;
-      }
-      if (!running) started.push_back(std::move(**saga));
-      continue;
+    ASSIGN_OR_RETURN(auto decision, decider_.Decide(*request, batch));
+    switch (decision.kind) {
+      case InstanceDecision::Kind::kDuplicate:
+        break;
+      case InstanceDecision::Kind::kResume:
+        to_run.push_back(std::move(decision.saga));
+        break;
+      case InstanceDecision::Kind::kFailed:
+        CountOutcome(decision.fact.operation, decision.fact.reason);
+        sent.push_back(Produce(request->root, std::move(decision.fact)));
+        break;
+      case InstanceDecision::Kind::kStarted:
+        batch[request->root] = request->request_id;
+        to_run.push_back(std::move(decision.saga));
+        sent.push_back(Produce(request->root, std::move(decision.fact)));
+        break;
     }
-    bool in_batch = false;
-    for (const auto& s : started) in_batch |= s.started.request_id == request->request_id;
-    if (in_batch) continue;
-
-    InstanceEvent decision = Decide(*request);
-    if (decision.type == event_type::kOperationFailed)
-      CountOutcome(decision.operation, decision.reason);
-    if (decision.type == event_type::kOperationStarted) {
-      std::lock_guard lock(mu_);
-      active_[request->root] = request->request_id;
-      started.push_back(Saga{decision, {}, "", "", "", ""});
-    }
-    acks.push_back(Produce(request->root, decision));
   }
   Status result = OkStatus();
-  for (auto& ack : acks) {
+  for (auto& ack : dead_letters) {
     if (auto status = ack.get(); !status && result) result = status;
   }
+  for (auto& s : sent) {
+    if (auto status = Fold(s); !status && result) result = status;
+  }
   if (result) {
-    StoreBatch batch;
+    StoreBatch offsets;
     for (auto [p, offset] : next) {
-      store_->PutOffset(batch, kOffsetsName, options_.requests_topic, p, offset);
+      store_->PutOffset(offsets, kOffsetsName, options_.requests_topic, p, offset);
     }
-    result = store_->Write(batch);
+    result = store_->Write(offsets);
   }
-  if (!result) {
-    // The batch is read again; what was acknowledged is found in the projection then.
-    std::lock_guard lock(mu_);
-    for (const auto& s : started) active_.erase(s.started.root);
-    return result;
+  // On failure the batch is read again; what was acknowledged is in the decider's state then.
+  if (!result) return result;
+  for (auto& saga : to_run) {
+    if (Claim(saga)) Dispatch(std::move(saga));
   }
-  for (auto& s : started) Dispatch(std::move(s));
   return OkStatus();
 }
 
-InstanceEvent InstanceWorker::Decide(const InstanceEvent& request) {
-  InstanceEvent d = request;
-  d.event_id.clear();
-  d.source.clear();
-  d.subject.clear();
-  d.type = event_type::kOperationStarted;
-  auto fail = [&](int status, const char* reason, std::string error) {
-    return FailureFact(request, status, reason, std::move(error));
-  };
-  bool ended = false;
-  {
-    std::lock_guard lock(mu_);
-    ended = ended_.count(request.root) > 0;
+Result<InstanceEvent> InstanceWorker::DecodeRequest(const KafkaMessage& m) {
+  ASSIGN_OR_RETURN(auto event, DecodeCloudEvent(m.value));
+  ASSIGN_OR_RETURN(auto request, DecodeInstanceEvent(event));
+  if (request.type != event_type::kOperationRequested) {
+    return MakeError(ErrorCode::kCorruption, "not a request: " + request.type);
   }
-  // The operation on this root has ended but its outcome is not applied here yet: a caller that
-  // got its answer from another instance may already send the next one. Wait for it.
-  if (ended) WaitForOwnFacts({KeyPartition(request.root, partitions_)});
-  {
-    std::lock_guard lock(mu_);
-    auto it = active_.find(request.root);
-    if (it != active_.end()) {
-      return fail(409, "conflict",
-                  "another operation (request " + it->second + ") is in progress on " +
-                      request.root + "; retry when it has finished");
-    }
+  return request;
+}
+
+void InstanceWorker::CompactDecider() {
+  if (decider_.Compact() || decider_.OverlaySize() < kMaxOverlay) return;
+  // Far ahead of the local projection: let it catch up rather than grow the overlay.
+  if (!decider_.CompactBy(std::chrono::steady_clock::now() + kOwnFactsTimeout,
+                          [this] { return running_.load(); })) {
+    Logger("instance-worker")->warn("msg=\"projection behind this worker's facts\"");
   }
-  auto op = ParseOperation(request.operation);
-  if (!op) return fail(400, "invalid", "unknown operation '" + request.operation + "'");
-  // An id that is free for a new resource/instance: neither a resource nor an instance uses it.
-  auto id_taken = [&](const std::string& id) {
-    auto r = instances_->GetResource(id);
-    auto s = instances_->GetInstance(id);
-    return !r || !s || r->has_value() || s->has_value();
-  };
-  switch (*op) {
-    case Operation::kCreateCatalogItemInstance: {
-      auto cii = instances_->GetCatalogItemInstance(request.catalog_item_instance_id);
-      if (!cii || *cii) {
-        return fail(
-            409, "conflict",
-            "catalog item instance '" + request.catalog_item_instance_id + "' already exists");
-      }
-      if (id_taken(request.resource_id)) {
-        return fail(409, "conflict", "resource id '" + request.resource_id + "' is taken");
-      }
-      return d;
-    }
-    case Operation::kCreateResource:
-      if (id_taken(request.resource_id)) {
-        return fail(409, "conflict", "resource '" + request.resource_id + "' already exists");
-      }
-      return d;
-    case Operation::kCreateServiceTypeInstance:
-      if (id_taken(request.instance_id)) {
-        return fail(409, "conflict", "instance '" + request.instance_id + "' already exists");
-      }
-      return d;
-    case Operation::kDeleteCatalogItemInstance:
-    case Operation::kRehydrateCatalogItemInstance: {
-      auto cii = instances_->GetCatalogItemInstance(request.catalog_item_instance_id);
-      if (!cii || !*cii) {
-        return fail(404, "not_found",
-                    "catalog item instance '" + request.catalog_item_instance_id + "' not found");
-      }
-      if (*op == Operation::kDeleteCatalogItemInstance) {
-        d.resource_id = (*cii)->resource_id;
-        return d;
-      }
-      if (id_taken(request.new_resource_id)) {
-        return fail(409, "conflict", "resource id '" + request.new_resource_id + "' is taken");
-      }
-      // The request names the resource it meant to replace; another rehydration may have
-      // replaced it since (concurrent rehydrations: exactly one proceeds).
-      if (!request.old_resource_id.empty() && request.old_resource_id != (*cii)->resource_id) {
-        return fail(409, "conflict",
-                    "catalog item instance '" + request.catalog_item_instance_id +
-                        "' was rehydrated meanwhile (resource " + request.old_resource_id +
-                        " is now " + (*cii)->resource_id + ")");
-      }
-      d.old_resource_id = (*cii)->resource_id;
-      return d;
-    }
-    case Operation::kDeleteResource:
-    case Operation::kRehydrateResource: {
-      auto resource = instances_->GetResource(request.resource_id);
-      if (!resource || !*resource) {
-        return fail(404, "not_found", "resource '" + request.resource_id + "' not found");
-      }
-      if (*op == Operation::kDeleteResource) return d;
-      if (id_taken(request.new_resource_id)) {
-        return fail(409, "conflict", "resource id '" + request.new_resource_id + "' is taken");
-      }
-      d.old_resource_id = request.resource_id;
-      // The catalog's reference moves along only if it points at this resource.
-      d.catalog_item_instance_id.clear();
-      const auto& cii_id = (*resource)->catalog_item_instance_id;
-      auto cii = cii_id.empty() ? Result<std::optional<CatalogItemInstance>>(std::nullopt)
-                                : instances_->GetCatalogItemInstance(cii_id);
-      if (cii && *cii && (*cii)->resource_id == request.resource_id) {
-        d.catalog_item_instance_id = cii_id;
-      }
-      return d;
-    }
-    case Operation::kDeleteServiceTypeInstance: {
-      auto instance = instances_->GetInstance(request.instance_id);
-      if (!instance || !*instance || (*instance)->deleted) {
-        return fail(404, "not_found", "instance '" + request.instance_id + "' not found");
-      }
-      return d;
-    }
-    case Operation::kRetryCleanup: {
-      auto record = instances_->GetCleanup(request.instance_id);
-      if (!record || !*record) {
-        return fail(404, "not_found",
-                    "no cleanup record for instance '" + request.instance_id + "'");
-      }
-      if ((*record)->status != kCleanupFailedStatus) {
-        return fail(409, "conflict",
-                    "cleanup record '" + request.instance_id + "' is " + (*record)->status +
-                        ", not FAILED");
-      }
-      return d;
-    }
+}
+
+bool InstanceWorker::Claim(Saga& saga) {
+  std::lock_guard lock(mu_);
+  if (running_sagas_.count(saga.started.root)) return false;
+  // Still in progress? A saga task folds its outcome before it releases the root, so a saga
+  // that ended since it was read is not run again; and it resumes from its latest steps.
+  auto current = decider_.With([&](const InstanceView& v) { return v.GetSaga(saga.started.root); });
+  if (!current || !*current || (*current)->started.request_id != saga.started.request_id) {
+    return false;
   }
-  return fail(400, "invalid", "unknown operation");
+  saga = std::move(**current);
+  running_sagas_.emplace(saga.started.root, saga.started.request_id);
+  sagas_gauge_->Set(static_cast<int64_t>(running_sagas_.size()));
+  return true;
+}
+
+void InstanceWorker::Release(const Saga& saga) {
+  std::lock_guard lock(mu_);
+  auto it = running_sagas_.find(saga.started.root);
+  if (it != running_sagas_.end() && it->second == saga.started.request_id) {
+    running_sagas_.erase(it);
+  }
+  if (!saga.placed_resource_id.empty()) pending_load_.erase(saga.placed_resource_id);
+  sagas_gauge_->Set(static_cast<int64_t>(running_sagas_.size()));
 }
 
 // ---- the saga pool ------------------------------------------------------------------------
@@ -436,36 +320,20 @@ void InstanceWorker::PoolLoop() {
 }
 
 void InstanceWorker::RunSagaTask(Saga saga) {
-  {
-    std::lock_guard lock(mu_);
-    sagas_gauge_->Set(static_cast<int64_t>(active_.size()));
-  }
   const auto begun = std::chrono::steady_clock::now();
   RunSaga(saga);
   const bool ended =
       saga.Has(event_type::kOperationCompleted) || saga.Has(event_type::kOperationFailed);
   if (ended) {
-    // The root stays busy until the projection applied the outcome (OnFactsApplied): a request
-    // decided before that would read the state as it was before this operation.
     saga_seconds_->Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count());
-    std::lock_guard lock(mu_);
-    auto it = active_.find(saga.started.root);
-    if (it != active_.end() && it->second == saga.started.request_id) {
-      ended_.insert(saga.started.root);
-    }
-    return;
-  }
-  if (running_ && OwnsRoot(saga.started.root)) {
-    // Kafka did not take a fact: try the remaining steps again shortly.
+  } else if (running_ && OwnsRoot(saga.started.root)) {
+    // Kafka did not take a fact: back off, then try the remaining steps again.
     std::this_thread::sleep_for(kRetryDelay);
     Dispatch(std::move(saga));
     return;
   }
-  std::lock_guard lock(mu_);
-  auto it = active_.find(saga.started.root);
-  if (it != active_.end() && it->second == saga.started.request_id) active_.erase(it);
-  sagas_gauge_->Set(static_cast<int64_t>(active_.size()));
+  Release(saga);
 }
 
 void InstanceWorker::RunSaga(Saga& saga) {
@@ -537,14 +405,9 @@ void InstanceWorker::RunSaga(Saga& saga) {
       break;
     case Operation::kCreateServiceTypeInstance: {
       auto provider = ProviderByName(s.provider_name);
-      if (!provider) {
-        Fail(saga, {422, "provider_not_found", "provider '" + s.provider_name + "' not found"});
-        return;
-      }
-      if (HealthOf(*provider) != HealthStatus::kReady) {
-        Fail(saga, {503, "provider_not_ready",
-                    "provider '" + s.provider_name + "' is " +
-                        HealthStatusName(HealthOf(*provider)) + ", not Ready"});
+      const HealthStatus health = provider ? HealthOf(*provider) : HealthStatus::kPending;
+      if (auto failure = CheckNamedProvider(s.provider_name, provider, health)) {
+        Fail(saga, *failure);
         return;
       }
       saga.provider_name = provider->spec.name;
@@ -580,44 +443,18 @@ void InstanceWorker::RunSaga(Saga& saga) {
 
 bool InstanceWorker::Place(Saga& saga, const std::string& resource_id, const std::string& intent,
                            const std::string& old_resource_id) {
-  std::string spec = intent;
-  std::string selected;
-  const char* policy_name = "builtin";
-  if (policy_) {
-    policy_name = "policy_manager";
-    auto decision = policy_->Evaluate(intent);
-    if (!decision) {
-      return Fail(saga, {503, "policy_unavailable", "policy manager: " + decision.error().message});
-    }
-    if (decision->verdict == PolicyDecision::Verdict::kRejected) {
-      return Fail(saga,
-                  {406, "policy_rejected", "policy rejected the request: " + decision->detail});
-    }
-    if (decision->verdict == PolicyDecision::Verdict::kConflict) {
-      return Fail(saga, {409, "policy_conflict", "policy conflict: " + decision->detail});
-    }
-    if (!decision->spec.empty()) spec = decision->spec;
-    selected = decision->selected_provider;
-  }
+  std::optional<Result<PolicyDecision>> verdict;
+  if (policy_) verdict = policy_->Evaluate(intent);
   const auto candidates = Candidates();
-  const PlacementChoice choice = selected.empty()
-                                     ? ChooseProvider(spec, candidates)
-                                     : CheckSelectedProvider(spec, selected, candidates);
-  switch (choice.failure) {
-    case PlacementFailure::kNone:
-      break;
-    case PlacementFailure::kNoProvider:
-      return Fail(saga, {422, "no_provider", choice.detail});
-    case PlacementFailure::kNotReady:
-      return Fail(saga, {503, "no_ready_provider", choice.detail});
-    case PlacementFailure::kBadSpec:
-      return Fail(saga, {400, "invalid_spec", choice.detail});
-  }
-  const Provider& p = choice.chosen->provider;
+  const PlacementDecision placement =
+      DecidePlacement(intent, verdict ? &*verdict : nullptr, candidates);
+  if (placement.failure) return Fail(saga, *placement.failure);
+  const Provider& p = placement.chosen->provider;
   {
     std::lock_guard lock(mu_);
     pending_load_[resource_id] = p.id;
   }
+  saga.placed_resource_id = resource_id;
   InstanceEvent placed;
   placed.type = event_type::kResourcePlaced;
   placed.resource_id = resource_id;
@@ -627,17 +464,12 @@ bool InstanceWorker::Place(Saga& saga, const std::string& resource_id, const std
   placed.provider_id = p.id;
   placed.service_type = p.spec.service_type;
   placed.intent = intent;
-  placed.spec = spec;
-  placed.policy = policy_name;
-  if (!Emit(saga, std::move(placed))) {
-    std::lock_guard lock(mu_);
-    pending_load_.erase(resource_id);
-    return false;
-  }
-  saga.placed_resource_id = resource_id;
+  placed.spec = placement.spec;
+  placed.policy = placement.policy;
+  if (!Emit(saga, std::move(placed))) return false;
   saga.provider_name = p.spec.name;
   saga.provider_id = p.id;
-  saga.spec = spec;
+  saga.spec = placement.spec;
   return true;
 }
 
@@ -664,18 +496,22 @@ bool InstanceWorker::CreateOnProvider(Saga& saga, const std::string& instance_id
     fact.service_type = (*provider)->spec.service_type;
     fact.spec = saga.spec;
     fact.status = reply->http_status == 409 ? "PROVISIONING" : ReplyStatus(reply->body);
-    return Emit(saga, std::move(fact));
+    const bool emitted = Emit(saga, std::move(fact));
+    Unreserve(instance_id);  // the state counts it now
+    return emitted;
   }
   fact.type = event_type::kInstanceCreateFailed;
   fact.error = Describe(reply);
   const std::string error = "provider '" + saga.provider_name + "' did not create instance '" +
                             instance_id + "': " + fact.error;
-  if (!Emit(saga, std::move(fact))) return false;
+  const bool emitted = Emit(saga, std::move(fact));
+  Unreserve(instance_id);
+  if (!emitted) return false;
   return Fail(saga, {502, "create_failed", error});
 }
 
 bool InstanceWorker::DeleteOnProvider(Saga& saga, const std::string& instance_id, DeleteMode mode) {
-  auto instance = instances_->GetInstance(instance_id);
+  auto instance = decider_.With([&](const InstanceView& v) { return v.GetInstance(instance_id); });
   if (!instance) return Fail(saga, {500, "internal", instance.error().message});
   if (!*instance || (*instance)->deleted) return true;  // nothing lives on an SP
   const ServiceTypeInstance& si = **instance;
@@ -729,7 +565,8 @@ bool InstanceWorker::DeleteOnProvider(Saga& saga, const std::string& instance_id
 bool InstanceWorker::Rehydrate(Saga& saga) {
   const InstanceEvent& s = saga.started;
   if (!saga.Has(event_type::kResourcePlaced)) {
-    auto old = instances_->GetResource(s.old_resource_id);
+    auto old =
+        decider_.With([&](const InstanceView& v) { return v.GetResource(s.old_resource_id); });
     if (!old || !*old) {
       return Fail(saga, {404, "not_found", "resource '" + s.old_resource_id + "' not found"});
     }
@@ -765,9 +602,8 @@ bool InstanceWorker::Rehydrate(Saga& saga) {
   return true;
 }
 
-bool InstanceWorker::Fail(Saga& saga, const Failure& failure) {
-  InstanceEvent failed =
-      FailureFact(saga.started, failure.http_status, failure.reason, failure.error);
+bool InstanceWorker::Fail(Saga& saga, const OperationFailure& failure) {
+  InstanceEvent failed = FailureFact(saga.started, failure);
   Logger("instance-worker")
       ->info("msg=\"operation failed\" operation={} root={} status={} reason={} error=\"{}\"",
              saga.started.operation, saga.started.root, failure.http_status, failure.reason,
@@ -794,58 +630,56 @@ void InstanceWorker::CountOutcome(const std::string& operation, const std::strin
 
 // ---- emitting facts -----------------------------------------------------------------------
 
-std::future<Status> InstanceWorker::Produce(const std::string& root, const InstanceEvent& fact) {
-  InstanceEvent e = fact;
-  e.root = root;
-  e.source = options_.source;
-  e.time_ms = clock_->NowMillis();
-  auto promise = std::make_shared<std::promise<Status>>();
-  auto future = promise->get_future();
-  const int32_t partition = KeyPartition(root, partitions_);
+InstanceWorker::Sent InstanceWorker::Produce(const std::string& root, InstanceEvent fact) {
+  fact.root = root;
+  fact.source = options_.source;
+  fact.time_ms = clock_->NowMillis();
+  auto promise = std::make_shared<std::promise<Result<KafkaPosition>>>();
+  Sent sent{promise->get_future(), std::move(fact)};
   producer_->Produce(
-      options_.instances_topic, root, EncodeCloudEvent(EncodeInstanceEvent(e)),
+      options_.instances_topic, root, EncodeCloudEvent(EncodeInstanceEvent(sent.fact)),
       {{"content-type", std::string(kCloudEventsContentType)}},
-      [this, promise](Result<KafkaPosition> delivered) {
-        if (!delivered) {
-          promise->set_value(tl::unexpected(delivered.error()));
-          return;
-        }
-        {
-          std::lock_guard lock(mu_);
-          auto& last = produced_[delivered->partition];
-          last = std::max(last, delivered->offset);
-        }
-        promise->set_value(OkStatus());
-      },
-      partition);
-  return future;
+      [promise](Result<KafkaPosition> delivered) { promise->set_value(std::move(delivered)); },
+      KeyPartition(root, partitions_));
+  return sent;
 }
 
-std::optional<std::future<Status>> InstanceWorker::EmitAsync(const std::string& root,
-                                                             const InstanceEvent& fact) {
+Status InstanceWorker::Fold(Sent& sent) {
+  auto delivered = sent.ack.get();
+  if (!delivered) return tl::unexpected(delivered.error());
+  if (auto folded = decider_.Apply(sent.fact, delivered->partition, delivered->offset); !folded) {
+    Logger("instance-worker")
+        ->error("msg=\"own fact not applied to the decision state\" type={} error=\"{}\"",
+                sent.fact.type, folded.error().message);
+    healthy_ = false;
+  }
+  return OkStatus();
+}
+
+std::optional<InstanceWorker::Sent> InstanceWorker::EmitAsync(const std::string& root,
+                                                              const InstanceEvent& fact) {
   std::shared_lock lock(own_mu_);
   if (!owned_.count(KeyPartition(root, partitions_))) return std::nullopt;
   return Produce(root, fact);
 }
 
-bool InstanceWorker::Acknowledged(std::future<Status> ack, const InstanceEvent& fact) {
-  if (auto status = ack.get(); !status) {
+bool InstanceWorker::Acknowledged(Sent sent) {
+  if (auto status = Fold(sent); !status) {
     Logger("instance-worker")
-        ->warn("msg=\"fact not acknowledged\" type={} root={} error=\"{}\"", fact.type, fact.root,
-               status.error().message);
+        ->warn("msg=\"fact not acknowledged\" type={} root={} error=\"{}\"", sent.fact.type,
+               sent.fact.root, status.error().message);
     return false;
   }
-  if (!options_.crash_after_fact.empty() && fact.type == options_.crash_after_fact) {
-    Logger("instance-worker")->warn("msg=\"crash injection: SIGKILL after {}\"", fact.type);
+  if (!options_.crash_after_fact.empty() && sent.fact.type == options_.crash_after_fact) {
+    Logger("instance-worker")->warn("msg=\"crash injection: SIGKILL after {}\"", sent.fact.type);
     raise(SIGKILL);
   }
   return true;
 }
 
 bool InstanceWorker::EmitFact(const std::string& root, InstanceEvent fact) {
-  fact.root = root;
-  auto ack = EmitAsync(root, fact);
-  return ack && Acknowledged(std::move(*ack), fact);
+  auto sent = EmitAsync(root, fact);
+  return sent && Acknowledged(std::move(*sent));
 }
 
 bool InstanceWorker::Emit(Saga& saga, InstanceEvent fact) {
@@ -857,47 +691,14 @@ bool InstanceWorker::Emit(Saga& saga, InstanceEvent fact) {
   return true;
 }
 
-void InstanceWorker::WaitForOwnFacts(const std::set<int32_t>& partitions) {
-  std::map<int32_t, int64_t> targets;
-  {
-    std::lock_guard lock(mu_);
-    for (int32_t p : partitions) {
-      auto it = produced_.find(p);
-      if (it != produced_.end()) targets[p] = it->second;
-    }
-  }
-  if (targets.empty()) return;
-  const auto deadline = std::chrono::steady_clock::now() + kOwnFactsTimeout;
-  while (running_ && std::chrono::steady_clock::now() < deadline) {
-    auto applied = store_->LoadOffsets(InstanceProjection::kName, options_.instances_topic);
-    bool done = applied.has_value();
-    for (auto [p, last] : targets) done = done && (*applied)[p] > last;
-    if (done) return;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  Logger("instance-worker")->warn("msg=\"projection behind this worker's facts; deciding anyway\"");
-}
-
 bool InstanceWorker::OwnsRoot(const std::string& root) const {
   std::shared_lock lock(own_mu_);
   return owned_.count(KeyPartition(root, partitions_)) > 0;
 }
 
-void InstanceWorker::OnFactsApplied(const std::vector<InstanceEvent>& facts) {
+void InstanceWorker::Unreserve(const std::string& resource_id) {
   std::lock_guard lock(mu_);
-  for (const auto& f : facts) {
-    if (f.type == event_type::kInstanceCreated || f.type == event_type::kInstanceCreateFailed) {
-      pending_load_.erase(f.instance_id);
-    } else if (f.type == event_type::kOperationCompleted ||
-               f.type == event_type::kOperationFailed) {
-      auto it = active_.find(f.root);
-      if (it != active_.end() && it->second == f.request_id) {
-        active_.erase(it);
-        ended_.erase(f.root);
-      }
-    }
-  }
-  sagas_gauge_->Set(static_cast<int64_t>(active_.size()));
+  pending_load_.erase(resource_id);
 }
 
 // ---- providers ----------------------------------------------------------------------------
@@ -925,7 +726,7 @@ std::vector<PlacementCandidate> InstanceWorker::Candidates() {
   for (auto& p : page->providers) {
     PlacementCandidate c;
     c.health = HealthOf(p);
-    auto live = instances_->LiveInstances(p.id);
+    auto live = decider_.With([&](const InstanceView& v) { return v.LiveInstances(p.id); });
     c.live_instances = (live ? *live : 0) + pending[p.id];
     c.provider = std::move(p);
     out.push_back(std::move(c));
@@ -974,7 +775,7 @@ void InstanceWorker::RunCleanupCycle() {
   queue_depth_->Set(static_cast<int64_t>(records->size()));
   size_t submitted = 0;
   // Parking needs no SP call: its facts go out together and are acknowledged together.
-  std::vector<std::pair<std::future<Status>, InstanceEvent>> parked_acks;
+  std::vector<Sent> parked_acks;
   for (const auto& r : *records) {
     if (r.status == kCleanupFailedStatus) continue;
     auto provider = registry_->Get(r.provider_id);
@@ -991,7 +792,7 @@ void InstanceWorker::RunCleanupCycle() {
       parked.error = known ? "provider '" + r.provider_name + "' is " + HealthStatusName(health)
                            : "provider '" + r.provider_name + "' is not registered";
       parked.root = r.root;
-      if (auto ack = EmitAsync(r.root, parked)) parked_acks.emplace_back(std::move(*ack), parked);
+      if (auto sent = EmitAsync(r.root, parked)) parked_acks.push_back(std::move(*sent));
       continue;
     }
     {
@@ -1007,7 +808,7 @@ void InstanceWorker::RunCleanupCycle() {
     });
     ++submitted;
   }
-  for (auto& [ack, fact] : parked_acks) (void)Acknowledged(std::move(ack), fact);
+  for (auto& sent : parked_acks) (void)Acknowledged(std::move(sent));
   if (submitted == 0) return;
   std::unique_lock lock(mu_);
   cleanup_cv_.wait(lock, [&] { return cleanup_tasks_ == 0 || !running_; });
@@ -1067,7 +868,7 @@ std::vector<int32_t> InstanceWorker::OwnedPartitions() const {
 
 size_t InstanceWorker::SagasInFlight() const {
   std::lock_guard lock(mu_);
-  return active_.size();
+  return running_sagas_.size();
 }
 
 }  // namespace dcm

@@ -7,11 +7,10 @@
 //                 the offset stored with this worker's progress
 //     revoke   ─▶ stop emitting for P (a saga in flight abandons at its next step); flush
 //   intake (group thread), per request batch:
-//     wait until the projection applied every fact this worker produced (so decisions see them)
-//     ─▶ per request: a duplicate (outcome recorded) is skipped; a root with an operation in
-//        progress gets operation_failed 409; a request the state refuses (unknown entity, id
-//        taken) gets operation_failed 404/409; else operation_started
-//     ─▶ wait for the acks ─▶ store the request offsets ─▶ hand the started sagas to the pool
+//     per request: InstanceDecider::Decide (projections/instance_decider.h: duplicate, resume,
+//     operation_failed 400/404/409, or operation_started) ─▶ produce the decisions ─▶ wait for
+//     the acks, folding each acknowledged fact into the decider's state ─▶ store the request
+//     offsets ─▶ hand the started and resumed sagas to the pool
 //   saga pool (N threads): one saga per root at a time; each step is an SP/policy call followed
 //     by its fact, produced and acknowledged before the next step:
 //       create:    resource.placed ─▶ service_type_instance.created ─▶ [catalog_item_instance.
@@ -28,9 +27,10 @@
 //     cleanup.failed); a provider that is not Ready parks the record (PENDING_PROVIDER, no
 //     retry burned).
 //
-// Only the owner of a root's partition emits facts for it, so the projection's saga state is
-// authoritative once caught up. Thread-safety: Start/Stop from one thread; OnFactsApplied from
-// the projection runner; getters from any thread.
+// Only the owner of a root's partition emits facts for it, so the projection's state (caught up
+// at takeover) plus this worker's own acknowledged facts is authoritative: every fact is folded
+// into the decider as Kafka acknowledges it, so no decision waits for the projection.
+// Thread-safety: Start/Stop from one thread; getters from any thread.
 #pragma once
 
 #include <atomic>
@@ -49,7 +49,9 @@
 #include <vector>
 
 #include "consumers/kafka.h"
+#include "projections/applied_offsets.h"
 #include "projections/health_projection.h"
+#include "projections/instance_decider.h"
 #include "projections/instance_projection.h"
 #include "projections/placement_policy.h"
 #include "projections/registry_projection.h"
@@ -81,17 +83,16 @@ struct InstanceWorkerOptions {
 
 class InstanceWorker {
  public:
-  // `policy` may be null: the built-in policy decides (SPEC §3.3).
-  InstanceWorker(InstanceWorkerOptions options, Store* store, const InstanceView* instances,
-                 const RegistryView* registry, const HealthView* health, ServiceProviderApi* sp,
-                 PolicyEngine* policy, Producer* producer, Metrics* metrics, const Clock* clock);
+  // `policy` may be null: the built-in policy decides (SPEC §3.3). `applied`: where the
+  // instance projection's runner publishes its progress.
+  InstanceWorker(InstanceWorkerOptions options, Store* store, const AppliedOffsets* applied,
+                 const InstanceView* instances, const RegistryView* registry,
+                 const HealthView* health, ServiceProviderApi* sp, PolicyEngine* policy,
+                 Producer* producer, Metrics* metrics, const Clock* clock);
   ~InstanceWorker();
 
   Status Start();
   void Stop();
-
-  // From the instance projection's listener, after the facts are durable locally.
-  void OnFactsApplied(const std::vector<InstanceEvent>& facts);
 
   bool Healthy() const { return healthy_.load(); }
   // True once the group gave this instance its first assignment and it resumed its sagas.
@@ -103,19 +104,24 @@ class InstanceWorker {
   void RunCleanupCycle();
 
  private:
-  struct Failure {
-    int http_status;
-    std::string reason;
-    std::string error;
+  // A fact handed to the producer and its delivery report.
+  struct Sent {
+    std::future<Result<KafkaPosition>> ack;
+    InstanceEvent fact;  // as produced (root, source, time filled in)
   };
-  struct Placement;
 
   void GroupLoop();
   std::map<int32_t, int64_t> OnAssigned(const std::vector<int32_t>& partitions);
   void OnRevoked();
   Status Intake(const std::vector<KafkaMessage>& messages);
-  // The decision on a request: operation_started (fills the saga) or operation_failed.
-  InstanceEvent Decide(const InstanceEvent& request);
+  static Result<InstanceEvent> DecodeRequest(const KafkaMessage& m);
+  // Drops the decider's overlay when the projection has caught up with it (waits for that
+  // when it grew past its bound).
+  void CompactDecider();
+  // Marks `saga` as running here and refreshes it from the state; false if it runs already or
+  // is no longer in progress. Release undoes it.
+  bool Claim(Saga& saga);
+  void Release(const Saga& saga);
   void Dispatch(Saga saga);
   void Submit(std::function<void()> task);
   void PoolLoop();
@@ -134,7 +140,7 @@ class InstanceWorker {
   enum class DeleteMode { kDirect, kDirectOrQueue, kDeferred };
   bool DeleteOnProvider(Saga& saga, const std::string& instance_id, DeleteMode mode);
   bool Rehydrate(Saga& saga);
-  bool Fail(Saga& saga, const Failure& failure);
+  bool Fail(Saga& saga, const OperationFailure& failure);
   bool Complete(Saga& saga, InstanceEvent result);
   void CountOutcome(const std::string& operation, const std::string& result);
 
@@ -146,14 +152,15 @@ class InstanceWorker {
   // The same for facts without a saga (cleanup).
   bool EmitFact(const std::string& root, InstanceEvent fact);
   // Produces `fact` if this instance owns `root`'s partition (nullopt otherwise); Acknowledged
-  // waits for the ack (and fires the crash-injection hook).
-  std::optional<std::future<Status>> EmitAsync(const std::string& root, const InstanceEvent& fact);
-  bool Acknowledged(std::future<Status> ack, const InstanceEvent& fact);
-  std::future<Status> Produce(const std::string& root, const InstanceEvent& fact);
-  // Waits until the local projection has applied every fact this worker produced to the
-  // partitions in `partitions`.
-  void WaitForOwnFacts(const std::set<int32_t>& partitions);
+  // waits for the ack, folds the fact into the decider (and fires the crash-injection hook).
+  std::optional<Sent> EmitAsync(const std::string& root, const InstanceEvent& fact);
+  bool Acknowledged(Sent sent);
+  Sent Produce(const std::string& root, InstanceEvent fact);
+  // Waits for `sent`'s ack and folds it into the decider's state.
+  Status Fold(Sent& sent);
   bool OwnsRoot(const std::string& root) const;
+  // The resource's placement counts in the state now (or failed): its reservation ends.
+  void Unreserve(const std::string& resource_id);
 
   std::vector<PlacementCandidate> Candidates();
   std::optional<Provider> ProviderByName(const std::string& name);
@@ -161,6 +168,7 @@ class InstanceWorker {
 
   InstanceWorkerOptions options_;
   Store* store_;
+  const AppliedOffsets* applied_;
   const InstanceView* instances_;
   const RegistryView* registry_;
   const HealthView* health_;
@@ -169,6 +177,7 @@ class InstanceWorker {
   Producer* producer_;
   Metrics* metrics_;
   const Clock* clock_;
+  InstanceDecider decider_;
   int32_t partitions_ = 0;
 
   std::unique_ptr<Consumer> consumer_;
@@ -187,13 +196,12 @@ class InstanceWorker {
   std::condition_variable work_cv_;
   std::condition_variable cleanup_cv_;
   std::deque<std::function<void()>> queue_;  // sagas and cleanup attempts
-  // root -> request_id of its saga, until the projection has applied the saga's outcome
-  std::map<std::string, std::string> active_;
-  std::set<std::string> ended_;  // roots in active_ whose saga has produced its outcome
-  std::map<std::string, std::string> pending_load_;  // resource id -> provider id (placed,
-                                                     // not yet created/failed in the view)
-  std::map<int32_t, int64_t> produced_;              // partition -> last offset produced
-  std::set<std::string> cleaning_;                   // instance ids with an attempt running
+  // root -> request_id of the saga running (queued or on a thread) here
+  std::map<std::string, std::string> running_sagas_;
+  // resource id -> provider id: placed by a saga running here, not created (or failed) yet;
+  // counted as load so that concurrent placements spread
+  std::map<std::string, std::string> pending_load_;
+  std::set<std::string> cleaning_;  // instance ids with an attempt running
   size_t cleanup_tasks_ = 0;
 
   Counter* dead_letters_ = nullptr;

@@ -179,6 +179,7 @@ int RunServe(ServeFlags flags) {
 
   Metrics metrics;
   OutcomeWaiters waiters;
+  AppliedOffsets applied_offsets;  // the runners' progress, for consumers that wait on it
   RegistryProjection registry(store->get(), &waiters, &metrics);
   RegistryView registry_view(store->get());
   ProjectionRunner registry_runner(
@@ -193,9 +194,11 @@ int RunServe(ServeFlags flags) {
   OutcomeWaiters instance_waiters;
   InstanceProjection instances(store->get(), &instance_waiters, &metrics);
   InstanceView instance_view(store->get());
-  ProjectionRunner instance_runner(
-      RunnerOptions{config.topics.Instances(), config.topics.DeadLetter(), kafka}, store->get(),
-      &instances, producer->get(), &metrics);
+  ProjectionRunner instance_runner(RunnerOptions{.topic = config.topics.Instances(),
+                                                 .dead_letter_topic = config.topics.DeadLetter(),
+                                                 .kafka = kafka,
+                                                 .applied = &applied_offsets},
+                                   store->get(), &instances, producer->get(), &metrics);
   SpStatusProjection sp_status(store->get(), &metrics);
   ProjectionRunner sp_status_runner(
       RunnerOptions{config.topics.Status(), config.topics.DeadLetter(), kafka}, store->get(),
@@ -269,11 +272,9 @@ int RunServe(ServeFlags flags) {
     worker_options.cleanup_max_retries = config.instances.cleanup_max_retries;
     worker_options.threads = config.instances.worker_threads;
     worker_options.crash_after_fact = flags.crash_after_fact;
-    worker = std::make_unique<InstanceWorker>(worker_options, store->get(), &instance_view,
-                                              &registry_view, &health_view, &sp_api, policy.get(),
-                                              producer->get(), &metrics, &SystemClock::Instance());
-    instances.SetListener(
-        [w = worker.get()](const std::vector<InstanceEvent>& facts) { w->OnFactsApplied(facts); });
+    worker = std::make_unique<InstanceWorker>(
+        worker_options, store->get(), &applied_offsets, &instance_view, &registry_view,
+        &health_view, &sp_api, policy.get(), producer->get(), &metrics, &SystemClock::Instance());
   }
   if (auto status = instance_runner.Start(); !status) return Fail(status.error().message);
   if (auto status = sp_status_runner.Start(); !status) return Fail(status.error().message);
