@@ -45,7 +45,7 @@ bool AppliedOffsets::WaitFor(const std::string& projection, const std::string& t
   return true;
 }
 
-void AppliedOffsets::Wake() {
+void AppliedOffsets::Wake() const {
   {
     std::lock_guard lock(mu_);
     ++wakes_;

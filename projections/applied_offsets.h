@@ -41,7 +41,7 @@ class AppliedOffsets {
       const std::function<bool()>& keep_waiting = [] { return true; }) const;
 
   // Wakes every waiter now (so one whose owner stops re-checks `keep_waiting`).
-  void Wake();
+  void Wake() const;
 
  private:
   using Key = std::tuple<std::string, std::string, int32_t>;
@@ -51,7 +51,7 @@ class AppliedOffsets {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::map<Key, int64_t> next_;
-  uint64_t wakes_ = 0;
+  mutable uint64_t wakes_ = 0;
 };
 
 }  // namespace dcm

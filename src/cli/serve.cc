@@ -182,14 +182,18 @@ int RunServe(ServeFlags flags) {
   AppliedOffsets applied_offsets;  // the runners' progress, for consumers that wait on it
   RegistryProjection registry(store->get(), &waiters, &metrics);
   RegistryView registry_view(store->get());
-  ProjectionRunner registry_runner(
-      RunnerOptions{config.topics.Providers(), config.topics.DeadLetter(), kafka}, store->get(),
-      &registry, producer->get(), &metrics);
+  ProjectionRunner registry_runner(RunnerOptions{.topic = config.topics.Providers(),
+                                                 .dead_letter_topic = config.topics.DeadLetter(),
+                                                 .kafka = kafka,
+                                                 .applied = &applied_offsets},
+                                   store->get(), &registry, producer->get(), &metrics);
   HealthProjection health(store->get(), &metrics);
   HealthView health_view(store->get());
-  ProjectionRunner health_runner(
-      RunnerOptions{config.topics.Health(), config.topics.DeadLetter(), kafka}, store->get(),
-      &health, producer->get(), &metrics);
+  ProjectionRunner health_runner(RunnerOptions{.topic = config.topics.Health(),
+                                               .dead_letter_topic = config.topics.DeadLetter(),
+                                               .kafka = kafka,
+                                               .applied = &applied_offsets},
+                                 store->get(), &health, producer->get(), &metrics);
 
   OutcomeWaiters instance_waiters;
   InstanceProjection instances(store->get(), &instance_waiters, &metrics);
@@ -237,6 +241,7 @@ int RunServe(ServeFlags flags) {
     prober_options.source = "dcm/prober/" + config.instance_id;
     prober_options.health = config.health;
     prober_options.kafka = kafka;
+    prober_options.applied = &applied_offsets;
     prober = std::make_unique<Prober>(prober_options, store->get(), &registry_view, &health_view,
                                       probe_client.get(), health_producer.get(), &metrics,
                                       &SystemClock::Instance());
@@ -284,6 +289,7 @@ int RunServe(ServeFlags flags) {
   }
 
   RegistrarOptions registrar_options;
+  registrar_options.applied = &applied_offsets;
   registrar_options.requests_topic = config.topics.ProviderRequests();
   registrar_options.outcomes_topic = config.topics.Providers();
   registrar_options.dead_letter_topic = config.topics.DeadLetter();
