@@ -177,11 +177,7 @@ Result<InstanceDecision> DecideRequest(const InstanceView& s, const InstanceEven
   }
   if (saga) return Busy(request, saga->started.request_id);
   if (in_batch != batch.end()) return Busy(request, in_batch->second);
-  auto op = ParseOperation(request.operation);
-  if (!op) return Failed(request, 400, "invalid", "unknown operation '" + request.operation + "'");
-  InstanceDecision d = Rules(s, request).Decide(*op);
-  if (d.kind == Kind::kStarted) d.saga.started = d.fact;
-  return d;
+  return CheckOperation(s, request);
 }
 
 PlacementDecision Failure(int status, const char* reason, std::string error) {
@@ -191,6 +187,14 @@ PlacementDecision Failure(int status, const char* reason, std::string error) {
 }
 
 }  // namespace
+
+InstanceDecision CheckOperation(const InstanceView& state, const InstanceEvent& request) {
+  auto op = ParseOperation(request.operation);
+  if (!op) return Failed(request, 400, "invalid", "unknown operation '" + request.operation + "'");
+  InstanceDecision d = Rules(state, request).Decide(*op);
+  if (d.kind == Kind::kStarted) d.saga.started = d.fact;
+  return d;
+}
 
 InstanceEvent FailureFact(const InstanceEvent& request, const OperationFailure& failure) {
   InstanceEvent f;

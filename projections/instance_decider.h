@@ -74,6 +74,13 @@ struct InstanceDecision {
   Saga saga = {};
 };
 
+// The entity rules alone (no duplicate or busy-root check) for `request` against `state`:
+// kFailed with the operation_failed the decider would produce, or kStarted with the
+// operation_started it would produce (what the state fills in: a rehydration's old resource, a
+// catalog delete's resource). The HTTP handlers call it for an early answer with the same
+// status; the decider calls it for the final one.
+InstanceDecision CheckOperation(const InstanceView& state, const InstanceEvent& request);
+
 // root -> request_id of the operations started earlier in the batch being decided (their
 // operation_started is produced but not acknowledged yet, so not in the state).
 using StartedInBatch = std::map<std::string, std::string>;
