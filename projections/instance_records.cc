@@ -4,6 +4,7 @@
 
 #include "events/json_read.h"
 #include "src/common/json_writer.h"
+#include "src/common/time_format.h"
 
 namespace dcm::instance_records {
 namespace {
@@ -76,152 +77,204 @@ Status Checked(const RecordReader& r, const char* what) {
   return OkStatus();
 }
 
-}  // namespace
+// ---- One field table per record: the store codec and the API representation
+// (src/http/instance_render.cc) both walk it, so a field is named once.
 
-std::string EncodeCatalogItemInstance(const CatalogItemInstance& c) {
+// How a field appears in the API representation.
+enum class Api {
+  kNone,          // not shown
+  kString,        // the string
+  kStringIfSet,   // the string, only when not empty
+  kStringOrNull,  // the string, null when empty
+  kJson,          // the JSON object text, embedded
+  kTime,          // RFC 3339 (ms) of the int64 milliseconds
+  kTimeOrNull,    // the same, null when 0
+  kInt,           // the int
+  kStatus,        // the joined status the caller passes in
+};
+
+template <typename T>
+struct Field {
+  const char* stored;  // key in the stored record (nullptr: not stored)
+  const char* api;     // key in the API representation
+  Api api_kind;
+  std::string T::*str = nullptr;
+  int64_t T::*i64 = nullptr;
+  int T::*i32 = nullptr;
+  bool T::*flag = nullptr;
+};
+
+template <typename T>
+std::string EncodeFields(const T& x, const std::vector<Field<T>>& fields) {
   JsonWriter w;
   w.BeginObject();
-  w.Field("id", c.id);
-  w.Field("display_name", c.display_name);
-  w.Field("spec", c.spec);
-  w.Field("resource_id", c.resource_id);
-  w.Field("provider_name", c.provider_name);
-  w.Field("create_time_ms", c.create_time_ms);
-  w.Field("update_time_ms", c.update_time_ms);
+  for (const auto& f : fields) {
+    if (!f.stored) continue;
+    if (f.str) w.Field(f.stored, x.*f.str);
+    if (f.i64) w.Field(f.stored, x.*f.i64);
+    if (f.i32) w.Field(f.stored, x.*f.i32);
+    if (f.flag) w.Field(f.stored, x.*f.flag);
+  }
   w.EndObject();
   return w.Take();
 }
 
-Result<CatalogItemInstance> DecodeCatalogItemInstance(std::string_view json) {
-  constexpr char kWhat[] = "catalog item instance record";
-  ASSIGN_OR_RETURN(auto o, ParseRecord(json, kWhat));
+template <typename T>
+Result<T> DecodeFields(std::string_view json, const std::vector<Field<T>>& fields,
+                       const char* what) {
+  ASSIGN_OR_RETURN(auto o, ParseRecord(json, what));
   RecordReader r(o);
-  CatalogItemInstance c;
-  r.Str("id", c.id);
-  r.Str("display_name", c.display_name);
-  r.Str("spec", c.spec);
-  r.Str("resource_id", c.resource_id);
-  r.Str("provider_name", c.provider_name);
-  r.I64("create_time_ms", c.create_time_ms);
-  r.I64("update_time_ms", c.update_time_ms);
-  RETURN_IF_ERROR(Checked(r, kWhat));
-  return c;
-}
-
-std::string EncodeResource(const Resource& x) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", x.id);
-  w.Field("root", x.root);
-  w.Field("catalog_item_instance_id", x.catalog_item_instance_id);
-  w.Field("provider_name", x.provider_name);
-  w.Field("provider_id", x.provider_id);
-  w.Field("service_type", x.service_type);
-  w.Field("intent", x.intent);
-  w.Field("spec", x.spec);
-  w.Field("policy", x.policy);
-  w.Field("status", x.status);
-  w.Field("create_time_ms", x.create_time_ms);
-  w.Field("update_time_ms", x.update_time_ms);
-  w.EndObject();
-  return w.Take();
-}
-
-Result<Resource> DecodeResource(std::string_view json) {
-  constexpr char kWhat[] = "resource record";
-  ASSIGN_OR_RETURN(auto o, ParseRecord(json, kWhat));
-  RecordReader r(o);
-  Resource x;
-  r.Str("id", x.id);
-  r.Str("root", x.root);
-  r.Str("catalog_item_instance_id", x.catalog_item_instance_id);
-  r.Str("provider_name", x.provider_name);
-  r.Str("provider_id", x.provider_id);
-  r.Str("service_type", x.service_type);
-  r.Str("intent", x.intent);
-  r.Str("spec", x.spec);
-  r.Str("policy", x.policy);
-  r.Str("status", x.status);
-  r.I64("create_time_ms", x.create_time_ms);
-  r.I64("update_time_ms", x.update_time_ms);
-  RETURN_IF_ERROR(Checked(r, kWhat));
+  T x;
+  for (const auto& f : fields) {
+    if (!f.stored) continue;
+    if (f.str) r.Str(f.stored, x.*f.str);
+    if (f.i64) r.I64(f.stored, x.*f.i64);
+    if (f.i32) r.Int(f.stored, x.*f.i32);
+    if (f.flag) r.Bool(f.stored, x.*f.flag);
+  }
+  RETURN_IF_ERROR(Checked(r, what));
   return x;
 }
 
-std::string EncodeServiceTypeInstance(const ServiceTypeInstance& s) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", s.id);
-  w.Field("root", s.root);
-  w.Field("provider_name", s.provider_name);
-  w.Field("provider_id", s.provider_id);
-  w.Field("service_type", s.service_type);
-  w.Field("spec", s.spec);
-  w.Field("status", s.status);
-  w.Field("deleted", s.deleted);
-  w.Field("create_time_ms", s.create_time_ms);
-  w.Field("update_time_ms", s.update_time_ms);
-  w.EndObject();
-  return w.Take();
+template <typename T>
+void WriteApi(JsonWriter& w, const T& x, const std::vector<Field<T>>& fields,
+              const std::string& status) {
+  for (const auto& f : fields) {
+    const std::string* text = f.str ? &(x.*f.str) : nullptr;
+    const int64_t ms = f.i64 ? x.*f.i64 : 0;
+    switch (f.api_kind) {
+      case Api::kNone:
+        break;
+      case Api::kString:
+        w.Field(f.api, *text);
+        break;
+      case Api::kStringIfSet:
+        if (!text->empty()) w.Field(f.api, *text);
+        break;
+      case Api::kStringOrNull:
+        w.Key(f.api);
+        text->empty() ? w.Null() : w.String(*text);
+        break;
+      case Api::kJson:
+        w.Key(f.api);
+        w.Raw(text->empty() ? "{}" : *text);
+        break;
+      case Api::kTime:
+        w.Field(f.api, FormatRfc3339Millis(ms));
+        break;
+      case Api::kTimeOrNull:
+        w.Key(f.api);
+        ms > 0 ? w.String(FormatRfc3339Millis(ms)) : w.Null();
+        break;
+      case Api::kInt:
+        w.Field(f.api, x.*f.i32);
+        break;
+      case Api::kStatus:
+        w.Field(f.api, status);
+        break;
+    }
+  }
 }
 
+using C = CatalogItemInstance;
+const std::vector<Field<C>> kCatalogItemInstanceFields = {
+    {"id", "id", Api::kString, &C::id},
+    {"display_name", "display_name", Api::kString, &C::display_name},
+    {"spec", "spec", Api::kJson, &C::spec},
+    {"resource_id", "resource_id", Api::kString, &C::resource_id},
+    {"provider_name", "provider_name", Api::kString, &C::provider_name},
+    {nullptr, "status", Api::kStatus},
+    {"create_time_ms", "create_time", Api::kTime, nullptr, &C::create_time_ms},
+    {"update_time_ms", "update_time", Api::kTime, nullptr, &C::update_time_ms},
+};
+
+using R = Resource;
+// The API shows the spec before the intent; the store holds them the other way round.
+const std::vector<Field<R>> kResourceFields = {
+    {"id", "id", Api::kString, &R::id},
+    {"root", nullptr, Api::kNone, &R::root},
+    {"catalog_item_instance_id", "catalog_item_instance_id", Api::kStringIfSet,
+     &R::catalog_item_instance_id},
+    {"provider_name", "provider_name", Api::kString, &R::provider_name},
+    {"provider_id", nullptr, Api::kNone, &R::provider_id},
+    {"service_type", "service_type", Api::kString, &R::service_type},
+    {nullptr, "spec", Api::kJson, &R::spec},
+    {"intent", "intent", Api::kJson, &R::intent},
+    {"spec", nullptr, Api::kNone, &R::spec},
+    {"policy", "policy", Api::kString, &R::policy},
+    {"status", "status", Api::kStatus, &R::status},
+    {"create_time_ms", "create_time", Api::kTime, nullptr, &R::create_time_ms},
+    {"update_time_ms", "update_time", Api::kTime, nullptr, &R::update_time_ms},
+};
+
+using S = ServiceTypeInstance;
+const std::vector<Field<S>> kServiceTypeInstanceFields = {
+    {"id", "id", Api::kString, &S::id},
+    {"root", nullptr, Api::kNone, &S::root},
+    {"provider_name", "provider_name", Api::kString, &S::provider_name},
+    {"provider_id", nullptr, Api::kNone, &S::provider_id},
+    {"service_type", "service_type", Api::kString, &S::service_type},
+    {"spec", "spec", Api::kJson, &S::spec},
+    {"status", "status", Api::kStatus, &S::status},
+    {"deleted", nullptr, Api::kNone, nullptr, nullptr, nullptr, &S::deleted},
+    {"create_time_ms", "create_time", Api::kTime, nullptr, &S::create_time_ms},
+    {"update_time_ms", "update_time", Api::kTime, nullptr, &S::update_time_ms},
+};
+
+using Q = CleanupRecord;
+const std::vector<Field<Q>> kCleanupRecordFields = {
+    {"instance_id", "instance_id", Api::kString, &Q::instance_id},
+    {"root", nullptr, Api::kNone, &Q::root},
+    {"provider_name", "provider_name", Api::kString, &Q::provider_name},
+    {"provider_id", nullptr, Api::kNone, &Q::provider_id},
+    {"service_type", "service_type", Api::kString, &Q::service_type},
+    {"requested_at_ms", "requested_at", Api::kTime, nullptr, &Q::requested_at_ms},
+    {"retry_count", "retry_count", Api::kInt, nullptr, nullptr, &Q::retry_count},
+    {"status", "status", Api::kStatus, &Q::status},
+    {"last_attempt_ms", "last_attempt", Api::kTimeOrNull, nullptr, &Q::last_attempt_ms},
+    {"last_error", "last_error", Api::kStringOrNull, &Q::last_error},
+};
+
+}  // namespace
+
+std::string EncodeCatalogItemInstance(const CatalogItemInstance& c) {
+  return EncodeFields(c, kCatalogItemInstanceFields);
+}
+Result<CatalogItemInstance> DecodeCatalogItemInstance(std::string_view json) {
+  return DecodeFields(json, kCatalogItemInstanceFields, "catalog item instance record");
+}
+void WriteApiFields(JsonWriter& w, const CatalogItemInstance& c, const std::string& status) {
+  WriteApi(w, c, kCatalogItemInstanceFields, status);
+}
+
+std::string EncodeResource(const Resource& x) { return EncodeFields(x, kResourceFields); }
+Result<Resource> DecodeResource(std::string_view json) {
+  return DecodeFields(json, kResourceFields, "resource record");
+}
+void WriteApiFields(JsonWriter& w, const Resource& x, const std::string& status) {
+  WriteApi(w, x, kResourceFields, status);
+}
+
+std::string EncodeServiceTypeInstance(const ServiceTypeInstance& s) {
+  return EncodeFields(s, kServiceTypeInstanceFields);
+}
 Result<ServiceTypeInstance> DecodeServiceTypeInstance(std::string_view json) {
-  constexpr char kWhat[] = "service type instance record";
-  ASSIGN_OR_RETURN(auto o, ParseRecord(json, kWhat));
-  RecordReader r(o);
-  ServiceTypeInstance s;
-  r.Str("id", s.id);
-  r.Str("root", s.root);
-  r.Str("provider_name", s.provider_name);
-  r.Str("provider_id", s.provider_id);
-  r.Str("service_type", s.service_type);
-  r.Str("spec", s.spec);
-  r.Str("status", s.status);
-  r.Bool("deleted", s.deleted);
-  r.I64("create_time_ms", s.create_time_ms);
-  r.I64("update_time_ms", s.update_time_ms);
-  RETURN_IF_ERROR(Checked(r, kWhat));
-  return s;
+  return DecodeFields(json, kServiceTypeInstanceFields, "service type instance record");
+}
+void WriteApiFields(JsonWriter& w, const ServiceTypeInstance& s, const std::string& status) {
+  WriteApi(w, s, kServiceTypeInstanceFields, status);
 }
 
 std::string EncodeCleanupRecord(const CleanupRecord& q) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("instance_id", q.instance_id);
-  w.Field("root", q.root);
-  w.Field("provider_name", q.provider_name);
-  w.Field("provider_id", q.provider_id);
-  w.Field("service_type", q.service_type);
-  w.Field("requested_at_ms", q.requested_at_ms);
-  w.Field("retry_count", q.retry_count);
-  w.Field("status", q.status);
-  w.Field("last_attempt_ms", q.last_attempt_ms);
-  w.Field("last_error", q.last_error);
-  w.EndObject();
-  return w.Take();
+  return EncodeFields(q, kCleanupRecordFields);
 }
-
 Result<CleanupRecord> DecodeCleanupRecord(std::string_view json) {
-  constexpr char kWhat[] = "cleanup record";
-  ASSIGN_OR_RETURN(auto o, ParseRecord(json, kWhat));
-  RecordReader r(o);
-  CleanupRecord q;
-  r.Str("instance_id", q.instance_id);
-  r.Str("root", q.root);
-  r.Str("provider_name", q.provider_name);
-  r.Str("provider_id", q.provider_id);
-  r.Str("service_type", q.service_type);
-  r.I64("requested_at_ms", q.requested_at_ms);
-  r.Int("retry_count", q.retry_count);
-  r.Str("status", q.status);
-  r.I64("last_attempt_ms", q.last_attempt_ms);
-  r.Str("last_error", q.last_error);
-  RETURN_IF_ERROR(Checked(r, kWhat));
-  return q;
+  return DecodeFields(json, kCleanupRecordFields, "cleanup record");
+}
+void WriteApiFields(JsonWriter& w, const CleanupRecord& q) {
+  WriteApi(w, q, kCleanupRecordFields, q.status);
 }
 
-// `started` is the operation_started event as CloudEvents JSON (a string member), so a saga
-// carries every parameter of its operation in the form the worker produced it.
 std::string EncodeSaga(const Saga& g) {
   JsonWriter w;
   w.BeginObject();

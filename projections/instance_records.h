@@ -12,6 +12,7 @@
 #include "projections/instance_projection.h"
 #include "projections/page_token.h"
 #include "projections/store.h"
+#include "src/common/json_writer.h"
 
 namespace dcm::instance_records {
 
@@ -42,6 +43,12 @@ std::string EncodeServiceTypeInstance(const ServiceTypeInstance& s);
 Result<ServiceTypeInstance> DecodeServiceTypeInstance(std::string_view json);
 std::string EncodeCleanupRecord(const CleanupRecord& q);
 Result<CleanupRecord> DecodeCleanupRecord(std::string_view json);
+// The record's fields in its API representation (SPEC §3.3, snake_case), inside an object the
+// caller opened; `status` is the joined status (a cleanup record shows its own).
+void WriteApiFields(JsonWriter& w, const CatalogItemInstance& c, const std::string& status);
+void WriteApiFields(JsonWriter& w, const Resource& x, const std::string& status);
+void WriteApiFields(JsonWriter& w, const ServiceTypeInstance& s, const std::string& status);
+void WriteApiFields(JsonWriter& w, const CleanupRecord& q);
 std::string EncodeSaga(const Saga& g);
 Result<Saga> DecodeSaga(std::string_view json);
 std::string EncodeSpStatus(const SpStatus& s);

@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "projections/instance_records.h"
 #include "src/common/json_writer.h"
 #include "src/common/time_format.h"
 
@@ -9,6 +10,18 @@ namespace dcm::http {
 namespace {
 
 constexpr char kUnknownStatus[] = "UNKNOWN";
+
+// The record's fields (one table with its store codec, projections/instance_records.h), then
+// its path.
+template <class T>
+std::string Render(const T& entity, const std::string& status, const std::string& path) {
+  JsonWriter w;
+  w.BeginObject();
+  instance_records::WriteApiFields(w, entity, status);
+  w.Field("path", path);
+  w.EndObject();
+  return w.Take();
+}
 
 // The SP-reported status of `instance_id`, else (with `instance`) the service-type instance's
 // status; "" when neither is known.
@@ -45,11 +58,6 @@ Result<std::string> StatusOf(const InstanceView& view, const ServiceTypeInstance
   return instance.status.empty() ? std::string(kUnknownStatus) : instance.status;
 }
 
-void RawObject(JsonWriter& w, std::string_view key, const std::string& json) {
-  w.Key(key);
-  w.Raw(json.empty() ? "{}" : json);
-}
-
 // An entity rendered with its joined status.
 template <class T>
 Result<std::string> RenderWithStatus(const InstanceView& view, const T& entity) {
@@ -81,81 +89,23 @@ Result<std::string> RenderJoined(const InstanceView&, const CleanupRecord& recor
   return RenderCleanupRecord(record);
 }
 
-// ---- rendering ----
-
 std::string RenderCatalogItemInstance(const CatalogItemInstance& cii, const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", cii.id);
-  w.Field("display_name", cii.display_name);
-  RawObject(w, "spec", cii.spec);
-  w.Field("resource_id", cii.resource_id);
-  w.Field("provider_name", cii.provider_name);
-  w.Field("status", status);
-  w.Field("create_time", FormatRfc3339Millis(cii.create_time_ms));
-  w.Field("update_time", FormatRfc3339Millis(cii.update_time_ms));
-  w.Field("path", "catalog-item-instances/" + cii.id);
-  w.EndObject();
-  return w.Take();
+  return Render(cii, status, "catalog-item-instances/" + cii.id);
 }
 
 std::string RenderResource(const Resource& resource, const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", resource.id);
-  if (!resource.catalog_item_instance_id.empty()) {
-    w.Field("catalog_item_instance_id", resource.catalog_item_instance_id);
-  }
-  w.Field("provider_name", resource.provider_name);
-  w.Field("service_type", resource.service_type);
-  RawObject(w, "spec", resource.spec);
-  RawObject(w, "intent", resource.intent);
-  w.Field("policy", resource.policy);
-  w.Field("status", status);
-  w.Field("create_time", FormatRfc3339Millis(resource.create_time_ms));
-  w.Field("update_time", FormatRfc3339Millis(resource.update_time_ms));
-  w.Field("path", "resources/" + resource.id);
-  w.EndObject();
-  return w.Take();
+  return Render(resource, status, "resources/" + resource.id);
 }
 
 std::string RenderServiceTypeInstance(const ServiceTypeInstance& instance,
                                       const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", instance.id);
-  w.Field("provider_name", instance.provider_name);
-  w.Field("service_type", instance.service_type);
-  RawObject(w, "spec", instance.spec);
-  w.Field("status", status);
-  w.Field("create_time", FormatRfc3339Millis(instance.create_time_ms));
-  w.Field("update_time", FormatRfc3339Millis(instance.update_time_ms));
-  w.Field("path", "service-type-instances/" + instance.id);
-  w.EndObject();
-  return w.Take();
+  return Render(instance, status, "service-type-instances/" + instance.id);
 }
 
 std::string RenderCleanupRecord(const CleanupRecord& record) {
   JsonWriter w;
   w.BeginObject();
-  w.Field("instance_id", record.instance_id);
-  w.Field("provider_name", record.provider_name);
-  w.Field("service_type", record.service_type);
-  w.Field("requested_at", FormatRfc3339Millis(record.requested_at_ms));
-  w.Field("retry_count", record.retry_count);
-  w.Field("status", record.status);
-  w.Key("last_attempt");
-  if (record.last_attempt_ms > 0) {
-    w.String(FormatRfc3339Millis(record.last_attempt_ms));
-  } else {
-    w.Null();
-  }
-  w.Key("last_error");
-  if (!record.last_error.empty()) {
-    w.String(record.last_error);
-  } else {
-    w.Null();
-  }
+  instance_records::WriteApiFields(w, record);
   w.EndObject();
   return w.Take();
 }
