@@ -222,10 +222,12 @@ Result<InstanceEvent> InstanceWorker::DecodeRequest(const KafkaMessage& m) {
 void InstanceWorker::CompactDecider() {
   if (decider_.Compact() || decider_.OverlaySize() < kMaxOverlay) return;
   // Far ahead of the local projection: let it catch up rather than grow the overlay.
-  if (!decider_.CompactBy(std::chrono::steady_clock::now() + kOverlayTimeout,
-                          [this] { return running_.load(); })) {
-    Logger("instance-worker")->warn("msg=\"projection behind this worker's facts\"");
+  if (decider_.CompactBy(std::chrono::steady_clock::now() + kOverlayTimeout,
+                         [this] { return running_.load(); }) ||
+      decider_.OverlaySize() < kMaxOverlay) {
+    return;
   }
+  Logger("instance-worker")->warn("msg=\"projection behind this worker's facts\"");
 }
 
 }  // namespace dcm

@@ -4,6 +4,7 @@
 
 #include "projections/instance_fold.h"
 #include "projections/instance_records.h"
+#include "src/common/log.h"
 
 namespace dcm {
 namespace {
@@ -273,8 +274,7 @@ Status InstanceDecider::Apply(const InstanceEvent& fact, int32_t partition, int6
   if (auto folded = FoldInstanceFact(store_, overlay_, sagas_, fact); !folded) {
     return MakeError(ErrorCode::kInternal, "own fact not foldable: " + folded.error().message);
   }
-  auto& last = pending_[partition];
-  last = std::max(last, offset);
+  facts_.push_back({partition, offset, fact});
   return OkStatus();
 }
 
@@ -284,20 +284,30 @@ Result<InstanceDecision> InstanceDecider::Decide(const InstanceEvent& request,
   return DecideRequest(view_, request, batch);
 }
 
-bool InstanceDecider::CoveredLocked() const {
-  for (auto [partition, last] : pending_) {
-    if (applied_->Next(InstanceProjection::kName, topic_, partition) <= last) return false;
-  }
-  return true;
-}
-
 bool InstanceDecider::Compact() {
   std::unique_lock lock(mu_);
-  if (pending_.empty()) return true;
-  if (!CoveredLocked()) return false;
+  if (facts_.empty()) return true;
+  std::vector<OwnFact> unapplied;
+  for (const auto& f : facts_) {
+    if (applied_->Next(InstanceProjection::kName, topic_, f.partition) <= f.offset) {
+      unapplied.push_back(f);
+    }
+  }
+  // Rebuild only when at least half of the overlay can go (a rebuild folds the rest again).
+  if (unapplied.size() * 2 > facts_.size()) return false;
   overlay_.Clear();
-  pending_.clear();
-  return true;
+  // The store holds the applied facts now; the others are folded again over it, in the order
+  // they were acknowledged (a root's facts share a partition, so per key that is offset order;
+  // a fact the projection applies meanwhile folds idempotently).
+  for (const auto& f : unapplied) {
+    if (auto folded = FoldInstanceFact(store_, overlay_, sagas_, f.fact); !folded) {
+      Logger("instance-worker")
+          ->error("msg=\"own fact not refolded\" type={} error=\"{}\"", f.fact.type,
+                  folded.error().message);
+    }
+  }
+  facts_ = std::move(unapplied);
+  return facts_.empty();
 }
 
 bool InstanceDecider::CompactBy(AppliedOffsets::Deadline deadline,
@@ -305,7 +315,10 @@ bool InstanceDecider::CompactBy(AppliedOffsets::Deadline deadline,
   std::map<int32_t, int64_t> targets;
   {
     std::shared_lock lock(mu_);
-    for (auto [partition, last] : pending_) targets[partition] = last + 1;
+    for (const auto& f : facts_) {
+      auto& target = targets[f.partition];
+      target = std::max(target, f.offset + 1);
+    }
   }
   (void)applied_->WaitFor(InstanceProjection::kName, topic_, targets, deadline, keep_waiting);
   return Compact();

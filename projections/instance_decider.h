@@ -8,11 +8,11 @@
 // this worker's own facts, folded in as Kafka acknowledges them, with the projection's own fold
 // (projections/instance_fold.h). Only the owner emits facts for its roots, so base + overlay is
 // the state as of this worker's last acknowledged fact: nothing waits for, or polls, the
-// projection. The overlay is dropped once the projection has applied every fact in it
-// (AppliedOffsets), so it holds about one fetch wait's worth of facts.
+// projection. Compact drops the facts the projection has applied (AppliedOffsets) and folds the
+// others again, so the overlay holds about one fetch wait's worth of facts.
 //
 //   Kafka ack of fact F at (partition, offset) ─▶ Apply(F) ─▶ overlay ─┐
-//   projection runner applies F ─▶ AppliedOffsets ─▶ Compact() drops ◀┘ (all covered)
+//   projection runner applies F ─▶ AppliedOffsets ─▶ Compact() drops ◀┘ (once applied)
 //   request ─▶ Decide ─▶ duplicate | resume | operation_started | operation_failed
 //
 // Rules (in order):
@@ -126,7 +126,8 @@ class InstanceDecider {
     return read(view_);
   }
 
-  // Drops the overlay if the projection has applied every fact in it. True if it is empty now.
+  // Drops from the overlay the facts the projection has applied (when at least half of them
+  // are). True if the overlay is empty now.
   bool Compact();
   // Waits (until `deadline`, while `keep_waiting`) for the projection to apply every fact in
   // the overlay, then drops it. For a worker whose overlay grew past a bound.
@@ -135,7 +136,11 @@ class InstanceDecider {
   size_t OverlaySize() const;
 
  private:
-  bool CoveredLocked() const;
+  struct OwnFact {
+    int32_t partition;
+    int64_t offset;
+    InstanceEvent fact;
+  };
 
   const Store* store_;
   const AppliedOffsets* applied_;
@@ -144,7 +149,7 @@ class InstanceDecider {
   StoreBatch overlay_;
   InstanceView view_;
   DecodedCache<Saga> sagas_;
-  std::map<int32_t, int64_t> pending_;  // partition -> last offset folded into the overlay
+  std::vector<OwnFact> facts_;  // folded into the overlay, in the order acknowledged
 };
 
 }  // namespace dcm

@@ -72,6 +72,18 @@ class InstanceDeciderTest : public testing::Test {
     fact.time_ms = kT0;
     auto applied = decider_.Apply(fact, 0, next_offset_++);
     ASSERT_TRUE(applied) << applied.error().message;
+    acked_.push_back(std::move(fact));
+  }
+
+  // The projection applies the first `n` acknowledged facts (to the store) and says so.
+  void ProjectionApplies(size_t n) {
+    StoreBatch batch;
+    DecodedCache<Saga> sagas(&instance_records::DecodeSaga, 10);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(FoldInstanceFact(store_.get(), batch, sagas, acked_[i]));
+    }
+    ASSERT_TRUE(store_->Write(batch));
+    applied_.Publish(InstanceProjection::kName, kTopic, 0, static_cast<int64_t>(n));
   }
 
   InstanceDecision Decide(const InstanceEvent& request, const StartedInBatch& batch = {}) {
@@ -150,6 +162,7 @@ class InstanceDeciderTest : public testing::Test {
   AppliedOffsets applied_;
   InstanceDecider decider_{store_.get(), &applied_, kTopic};
   int64_t next_offset_ = 0;
+  std::vector<InstanceEvent> acked_;
 };
 
 // ---- duplicates and the busy root ----------------------------------------------------------
@@ -369,6 +382,21 @@ TEST_F(InstanceDeciderTest, DropsItsOverlayOnlyOnceTheProjectionAppliedEveryFact
   applied_.Publish(InstanceProjection::kName, kTopic, 0, next_offset_);
   EXPECT_TRUE(decider_.Compact());
   EXPECT_EQ(decider_.OverlaySize(), 0u);
+}
+
+TEST_F(InstanceDeciderTest, KeepsTheFactsTheProjectionHasNotAppliedWhenItDropsTheOthers) {
+  Existing("c1", "res-1");                                                          // offsets 0..4
+  const InstanceEvent started = Start(RehydrateCii("r2", "c1", "res-1", "res-2"));  // 5
+  ProjectionApplies(5);
+  EXPECT_FALSE(decider_.Compact());  // the operation_started is not applied yet
+  ExpectFailure(Decide(CreateCii("r3", "c1", "res-3")), 409, "conflict");  // busy (overlay)
+  InstanceDecision resumed = Decide(RehydrateCii("r2", "c1", "res-1", "res-2"));
+  EXPECT_EQ(resumed.kind, Kind::kResume);
+  CompleteRehydration(started);
+  ProjectionApplies(acked_.size());
+  EXPECT_TRUE(decider_.Compact());
+  ExpectFailure(Decide(RehydrateCii("r4", "c1", "res-1", "res-4")), 409, "conflict");
+  EXPECT_EQ(Decide(RehydrateCii("r5", "c1", "res-2", "res-5")).kind, Kind::kStarted);
 }
 
 TEST_F(InstanceDeciderTest, CompactByGivesUpAtItsDeadlineWhenTheProjectionIsBehind) {
