@@ -102,6 +102,7 @@ Status Prober::Start() {
 void Prober::Stop() {
   if (!running_.exchange(false)) return;
   wake_.notify_all();
+  if (options_.applied) options_.applied->Wake();  // a takeover waiting for the projection
   if (scheduler_thread_.joinable()) scheduler_thread_.join();
   if (group_thread_.joinable()) group_thread_.join();
   if (consumer_) consumer_->Close();  // leave the group so the survivors take over at once
@@ -138,8 +139,11 @@ void Prober::OnAssigned(const std::vector<int32_t>& partitions) {
   auto logger = Logger("prober");
   // What the previous owner produced must be in the local projection before its records seed
   // ours (consumers/catch_up.h).
-  (void)WaitForCatchUp(*store_, *consumer_, HealthProjection::kName, options_.health_topic,
-                       partitions, options_.catch_up_timeout, running_, "prober");
+  if (options_.applied) {
+    (void)WaitForCatchUp(*options_.applied, *consumer_, HealthProjection::kName,
+                         options_.health_topic, partitions, options_.catch_up_timeout, running_,
+                         "prober");
+  }
   {
     std::lock_guard lock(mu_);
     owned_.insert(partitions.begin(), partitions.end());

@@ -29,6 +29,7 @@
 
 #include "consumers/kafka.h"
 #include "consumers/probe_scheduler.h"
+#include "projections/applied_offsets.h"
 #include "projections/health_projection.h"
 #include "projections/registry_projection.h"
 #include "src/common/clock.h"
@@ -50,6 +51,9 @@ struct ProberOptions {
   std::chrono::milliseconds catch_up_timeout{30000};
   // Full re-read of the owned providers from the registry, healing any missed change.
   std::chrono::milliseconds reconcile_interval{30000};
+  // Where the health projection's runner publishes its progress (null: a takeover does not
+  // wait for the projection).
+  const AppliedOffsets* applied = nullptr;
 };
 
 class Prober {

@@ -49,6 +49,7 @@ Status ProjectionRunner::Start() {
                            projection_->Name(), topic, partitions);
   }
   RETURN_IF_ERROR(consumer_->AssignTopics(assignment));
+  Publish(next_);
   UpdateProgress();
   running_ = true;
   thread_ = std::thread([this] { Run(); });
@@ -138,7 +139,15 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages)
   RETURN_IF_ERROR(store_->Write(batch));
   applied_ += applied.size();
   projection_->AfterCommit(applied);
+  Publish(touched);
   return OkStatus();
+}
+
+void ProjectionRunner::Publish(const std::map<TopicPartition, int64_t>& next) {
+  if (!options_.applied) return;
+  for (const auto& [tp, offset] : next) {
+    options_.applied->Publish(projection_->Name(), tp.first, tp.second, offset);
+  }
 }
 
 }  // namespace dcm

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "consumers/kafka.h"
+#include "projections/applied_offsets.h"
 #include "projections/projection.h"
 #include "src/common/metrics.h"
 
@@ -31,6 +32,7 @@ struct RunnerOptions {
   KafkaOptions kafka;
   size_t batch_size = 2000;                   // messages per poll and per RocksDB write batch
   std::vector<std::string> more_topics = {};  // read with `topic` by the same consumer
+  AppliedOffsets* applied = nullptr;          // published to after each write (may be null)
 };
 
 class ProjectionRunner {
@@ -54,6 +56,7 @@ class ProjectionRunner {
   void Run();
   Status ProcessBatch(const std::vector<KafkaMessage>& messages);
   void UpdateProgress();
+  void Publish(const std::map<std::pair<std::string, int32_t>, int64_t>& next);
 
   RunnerOptions options_;
   Store* store_;

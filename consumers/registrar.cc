@@ -80,11 +80,17 @@ void Registrar::Run() {
     }
     if (messages->empty() || !owner_.load()) continue;
     auto processed = ProcessBatch(*messages);
-    if (processed && *processed) {  // a deletion waits for the projections: read it again soon
+    if (processed && *processed) {
+      // A deletion waits for the projections (notified by their runners; bounded, so that a stop
+      // is seen), then the batch is read again.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+      for (const auto& [key, targets] : catch_up_targets_) {
+        (void)options_.applied->WaitFor(key.first, key.second, targets, deadline,
+                                        [&] { return running_.load(); });
+      }
       if (auto seek = consumer_->Seek(options_.requests_topic, 0, next_offset_); !seek) {
         logger->warn("msg=\"seek failed\" error=\"{}\"", seek.error().message);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     } else if (!processed) {
       // Nothing of this batch was committed: read it again from the committed offset.
       logger->warn("msg=\"batch not committed, retrying\" error=\"{}\"", processed.error().message);
@@ -115,7 +121,7 @@ Result<DecisionInputs> Registrar::InputsFor(const ProviderRequest& request) cons
 }
 
 Result<bool> Registrar::ProjectionsCaughtUp() {
-  if (caught_up_) return true;
+  if (caught_up_ || !options_.applied) return true;
   if (catch_up_targets_.empty()) {
     for (const auto& [projection, topic] :
          {std::pair<std::string, std::string>{RegistryProjection::kName, options_.outcomes_topic},
@@ -136,9 +142,8 @@ Result<bool> Registrar::ProjectionsCaughtUp() {
             "up\"");
   }
   for (const auto& [key, targets] : catch_up_targets_) {
-    ASSIGN_OR_RETURN(auto applied, store_->LoadOffsets(key.first, key.second));
     for (const auto& [partition, target] : targets) {
-      if (applied[partition] < target) return false;
+      if (options_.applied->Next(key.first, key.second, partition) < target) return false;
     }
   }
   caught_up_ = true;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "consumers/kafka.h"
+#include "projections/applied_offsets.h"
 #include "projections/provider_decider.h"
 #include "projections/registry_projection.h"
 #include "src/common/clock.h"
@@ -58,6 +59,9 @@ struct RegistrarOptions {
   std::function<Result<int64_t>(const std::string& provider_id)> live_instances;
   // The instance facts topic: the instance projection the live-instance count comes from.
   std::string instances_topic;
+  // Where the registry and instance projection runners publish their progress: a deletion waits
+  // on it (null: deletions do not wait for the projections).
+  const AppliedOffsets* applied = nullptr;
 };
 
 class Registrar {

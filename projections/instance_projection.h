@@ -162,9 +162,13 @@ struct InstanceFilter {
 };
 
 // Thread-safe (reads the Store only). Page tokens are opaque (hex of the last key returned).
+// With an `overlay` (the instance worker's own facts not yet applied here, InstanceState), the
+// point reads see the overlay's writes first; the List* scans see the Store only. The overlay's
+// owner guards it: such a view is not thread-safe on its own.
 class InstanceView {
  public:
-  explicit InstanceView(const Store* store) : store_(store) {}
+  explicit InstanceView(const Store* store, const StoreBatch* overlay = nullptr)
+      : store_(store), overlay_(overlay) {}
 
   Result<std::optional<CatalogItemInstance>> GetCatalogItemInstance(const std::string& id) const;
   Result<Page<CatalogItemInstance>> ListCatalogItemInstances(const std::string& page_token,
@@ -193,6 +197,7 @@ class InstanceView {
 
  private:
   const Store* store_;
+  const StoreBatch* overlay_;
 };
 
 }  // namespace dcm

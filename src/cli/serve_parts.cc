@@ -123,6 +123,7 @@ void AddProjections(ServeParts& parts) {
   for (size_t i = 0; i < parts.projections.entries.size(); ++i) {
     const ProjectionEntry& entry = parts.projections.entries[i];
     RunnerOptions options{entry.topics.front(), topics.DeadLetter(), parts.kafka};
+    options.applied = &parts.applied_offsets;
     options.more_topics.assign(entry.topics.begin() + 1, entry.topics.end());
     auto& runner = parts.runners.emplace_back(std::make_unique<ProjectionRunner>(
         options, parts.store.get(), parts.projections.projections[i].get(), parts.producer.get(),
@@ -170,8 +171,8 @@ void AddPlacementClients(ServeParts& parts) {
                       instances.policy_manager_url);
 }
 
-// Instances: the worker decides operations on its share of the roots (SPEC §3.3), told of every
-// fact the instance projection applies.
+// Instances: the worker decides operations on its share of the roots (SPEC §3.3); it waits on the
+// runners' applied offsets only when it takes partitions over.
 void AddInstanceWorker(ServeParts& parts) {
   const Config& config = parts.config;
   if (!config.instances.worker_enabled) return;
@@ -188,12 +189,9 @@ void AddInstanceWorker(ServeParts& parts) {
   options.crash_after_fact = parts.settings.crash_after_fact;
   const Views& v = *parts.views;
   parts.worker = std::make_unique<InstanceWorker>(
-      options, parts.store.get(), &v.instances, &v.registry, &v.health, parts.sp_api.get(),
-      parts.policy.get(), parts.producer.get(), &parts.metrics, &SystemClock::Instance());
-  parts.projections.Find<InstanceProjection>(InstanceProjection::kName)
-      ->SetListener([w = parts.worker.get()](const std::vector<InstanceEvent>& facts) {
-        w->OnFactsApplied(facts);
-      });
+      options, parts.store.get(), &parts.applied_offsets, &v.instances, &v.registry, &v.health,
+      parts.sp_api.get(), parts.policy.get(), parts.producer.get(), &parts.metrics,
+      &SystemClock::Instance());
   parts.components.Add({.name = "instance-worker",
                         .start = [w = parts.worker.get()] { return w->Start(); },
                         .stop = [w = parts.worker.get()] { w->Stop(); },
@@ -214,6 +212,7 @@ void AddRegistrar(ServeParts& parts) {
     return v->instances.LiveInstances(provider_id);
   };
   options.kafka = parts.kafka;
+  options.applied = &parts.applied_offsets;
   parts.registrar =
       std::make_unique<Registrar>(options, parts.store.get(), &parts.views->registry,
                                   parts.producer.get(), &parts.metrics, &SystemClock::Instance());
@@ -234,6 +233,7 @@ void AddProber(ServeParts& parts) {
   options.source = "dcm/prober/" + config.instance_id;
   options.health = config.health;
   options.kafka = parts.kafka;
+  options.applied = &parts.applied_offsets;
   parts.prober = std::make_unique<Prober>(options, parts.store.get(), &parts.views->registry,
                                           &parts.views->health, parts.probe_client.get(),
                                           parts.health_producer.get(), &parts.metrics,

@@ -32,6 +32,7 @@
 #include "consumers/prober.h"
 #include "consumers/projection_runner.h"
 #include "consumers/registrar.h"
+#include "projections/applied_offsets.h"
 #include "projections/audit_projection.h"
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
@@ -81,7 +82,8 @@ struct ServeParts {
   Metrics metrics;
   OutcomeWaiters provider_waiters;
   OutcomeWaiters instance_waiters;
-  ProjectionSet projections;                               // the catalog's, in its order
+  AppliedOffsets applied_offsets;  // the runners' progress, for consumers that wait on it
+  ProjectionSet projections;       // the catalog's, in its order
   std::vector<std::unique_ptr<ProjectionRunner>> runners;  // runners[i] folds projections[i]
   std::unique_ptr<Views> views;
   std::unique_ptr<Producer> health_producer;

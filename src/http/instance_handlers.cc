@@ -12,16 +12,17 @@
 #include "events/instance_events.h"
 #include "events/json_read.h"
 #include "events/provider.h"
+#include "projections/instance_decider.h"
 #include "src/common/json_writer.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
 #include "src/http/handler_util.h"
+#include "src/http/instance_render.h"
 #include "src/http/problem.h"
 
 namespace dcm::http {
 namespace {
 
-constexpr char kUnknownStatus[] = "UNKNOWN";
 constexpr char kProvisioning[] = "PROVISIONING";
 
 // ---- request parsing ----
@@ -107,65 +108,6 @@ void ReadSpec(simdjson::dom::object body, const std::vector<std::string>* servic
   }
 }
 
-// ---- status join and rendering ----
-
-// The SP-reported status of `instance_id`, else (with `instance`) the service-type instance's
-// status; "" when neither is known.
-Result<std::string> ReportedStatus(const InstanceView& view, const std::string& instance_id,
-                                   bool instance) {
-  if (instance_id.empty()) return std::string();
-  ASSIGN_OR_RETURN(auto sp, view.GetSpStatus(instance_id));
-  if (sp && !sp->status.empty()) return sp->status;
-  if (!instance) return std::string();
-  ASSIGN_OR_RETURN(auto sti, view.GetInstance(instance_id));
-  if (sti && !sti->status.empty()) return sti->status;
-  return std::string();
-}
-
-Result<std::string> StatusOf(const InstanceView& view, const CatalogItemInstance& cii) {
-  ASSIGN_OR_RETURN(auto status, ReportedStatus(view, cii.resource_id, true));
-  if (!status.empty()) return status;
-  if (cii.resource_id.empty()) return std::string(kUnknownStatus);
-  ASSIGN_OR_RETURN(auto resource, view.GetResource(cii.resource_id));
-  if (resource && !resource->status.empty()) return resource->status;
-  return std::string(kUnknownStatus);
-}
-
-Result<std::string> StatusOf(const InstanceView& view, const Resource& resource) {
-  ASSIGN_OR_RETURN(auto status, ReportedStatus(view, resource.id, true));
-  if (!status.empty()) return status;
-  return resource.status.empty() ? std::string(kUnknownStatus) : resource.status;
-}
-
-Result<std::string> StatusOf(const InstanceView& view, const ServiceTypeInstance& instance) {
-  if (instance.deleted) return instance.status.empty() ? std::string("DELETED") : instance.status;
-  ASSIGN_OR_RETURN(auto status, ReportedStatus(view, instance.id, false));
-  if (!status.empty()) return status;
-  return instance.status.empty() ? std::string(kUnknownStatus) : instance.status;
-}
-
-void RawObject(JsonWriter& w, std::string_view key, const std::string& json) {
-  w.Key(key);
-  w.Raw(json.empty() ? "{}" : json);
-}
-
-// An entity rendered with its joined status.
-template <class T>
-Result<std::string> RenderJoined(const InstanceView& view, const T& entity) {
-  ASSIGN_OR_RETURN(auto status, StatusOf(view, entity));
-  if constexpr (std::is_same_v<T, CatalogItemInstance>) {
-    return RenderCatalogItemInstance(entity, status);
-  } else if constexpr (std::is_same_v<T, Resource>) {
-    return RenderResource(entity, status);
-  } else {
-    return RenderServiceTypeInstance(entity, status);
-  }
-}
-
-Result<std::string> RenderJoined(const InstanceView&, const CleanupRecord& record) {
-  return RenderCleanupRecord(record);
-}
-
 HttpResponse Created(const std::string& collection, const std::string& id, std::string body) {
   HttpResponse r = Json(201, std::move(body));
   r.headers.emplace_back("Location", std::string(kApiBase) + "/" + collection + "/" + id);
@@ -177,6 +119,15 @@ HttpResponse NotFound(const std::string& what, const std::string& id) {
 }
 
 HttpResponse NoContent() { return HttpResponse{204, "", "", {}}; }
+
+// The instance worker's own rules (projections/instance_decider.h CheckOperation) on `r`
+// against this instance's view: an early answer with the status the worker would give (it
+// decides again, on the owner's state, when the request arrives).
+std::optional<HttpResponse> Refused(const ApiContext& ctx, const InstanceEvent& r) {
+  const InstanceDecision checked = CheckOperation(*ctx.instances, r);
+  if (checked.kind != InstanceDecision::Kind::kFailed) return std::nullopt;
+  return Problem(checked.fact.http_status, checked.fact.error);
+}
 
 // ---- lists ----
 
@@ -290,85 +241,6 @@ std::string UpperCase(std::string text) {
 
 }  // namespace
 
-// ---- rendering ----
-
-std::string RenderCatalogItemInstance(const CatalogItemInstance& cii, const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", cii.id);
-  w.Field("display_name", cii.display_name);
-  RawObject(w, "spec", cii.spec);
-  w.Field("resource_id", cii.resource_id);
-  w.Field("provider_name", cii.provider_name);
-  w.Field("status", status);
-  w.Field("create_time", FormatRfc3339Millis(cii.create_time_ms));
-  w.Field("update_time", FormatRfc3339Millis(cii.update_time_ms));
-  w.Field("path", "catalog-item-instances/" + cii.id);
-  w.EndObject();
-  return w.Take();
-}
-
-std::string RenderResource(const Resource& resource, const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", resource.id);
-  if (!resource.catalog_item_instance_id.empty()) {
-    w.Field("catalog_item_instance_id", resource.catalog_item_instance_id);
-  }
-  w.Field("provider_name", resource.provider_name);
-  w.Field("service_type", resource.service_type);
-  RawObject(w, "spec", resource.spec);
-  RawObject(w, "intent", resource.intent);
-  w.Field("policy", resource.policy);
-  w.Field("status", status);
-  w.Field("create_time", FormatRfc3339Millis(resource.create_time_ms));
-  w.Field("update_time", FormatRfc3339Millis(resource.update_time_ms));
-  w.Field("path", "resources/" + resource.id);
-  w.EndObject();
-  return w.Take();
-}
-
-std::string RenderServiceTypeInstance(const ServiceTypeInstance& instance,
-                                      const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", instance.id);
-  w.Field("provider_name", instance.provider_name);
-  w.Field("service_type", instance.service_type);
-  RawObject(w, "spec", instance.spec);
-  w.Field("status", status);
-  w.Field("create_time", FormatRfc3339Millis(instance.create_time_ms));
-  w.Field("update_time", FormatRfc3339Millis(instance.update_time_ms));
-  w.Field("path", "service-type-instances/" + instance.id);
-  w.EndObject();
-  return w.Take();
-}
-
-std::string RenderCleanupRecord(const CleanupRecord& record) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("instance_id", record.instance_id);
-  w.Field("provider_name", record.provider_name);
-  w.Field("service_type", record.service_type);
-  w.Field("requested_at", FormatRfc3339Millis(record.requested_at_ms));
-  w.Field("retry_count", record.retry_count);
-  w.Field("status", record.status);
-  w.Key("last_attempt");
-  if (record.last_attempt_ms > 0) {
-    w.String(FormatRfc3339Millis(record.last_attempt_ms));
-  } else {
-    w.Null();
-  }
-  w.Key("last_error");
-  if (!record.last_error.empty()) {
-    w.String(record.last_error);
-  } else {
-    w.Null();
-  }
-  w.EndObject();
-  return w.Take();
-}
-
 // ---- catalog item instances ----
 
 void CreateCatalogItemInstance(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
@@ -387,14 +259,10 @@ void CreateCatalogItemInstance(const HttpRequest& request, const ApiContext& ctx
   ReadSpec(*body, ctx.provider_rules ? &ctx.provider_rules->service_types : nullptr, &r.spec,
            &r.service_type, &errors);
   if (!errors.empty()) return respond(Invalid(std::move(errors)));
-  // The body is not read past this point (view reads reuse the thread's JSON parser).
-  auto existing = ctx.instances->GetCatalogItemInstance(*id);
-  if (!existing) return respond(ProblemFromError(existing.error()));
-  if (*existing) {
-    return respond(Problem(409, "catalog item instance '" + *id + "' already exists"));
-  }
   r.catalog_item_instance_id = *id;
   r.resource_id = NewUuidV4();
+  // The body is not read past this point (view reads reuse the thread's JSON parser).
+  if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));
   SubmitOperation(ctx, std::move(r),
                   RenderCreated(ctx, "catalog-item-instances", "catalog item instance", *id,
                                 &InstanceView::GetCatalogItemInstance),
@@ -422,34 +290,32 @@ void GetCatalogItemInstance(const HttpRequest&, const std::string& id, const Api
 
 void DeleteCatalogItemInstance(const HttpRequest& request, const std::string& id,
                                const ApiContext& ctx, Respond respond) {
-  auto cii = ctx.instances->GetCatalogItemInstance(id);
-  if (!cii) return respond(ProblemFromError(cii.error()));
-  if (!*cii) return respond(NotFound("catalog item instance", id));
   InstanceEvent r = NewOperation(request, Operation::kDeleteCatalogItemInstance, id);
   r.catalog_item_instance_id = id;
+  if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));
   SubmitOperation(ctx, std::move(r), RespondNoContent(), std::move(respond));
 }
 
 void RehydrateCatalogItemInstance(const HttpRequest& request, const std::string& id,
                                   const ApiContext& ctx, Respond respond) {
-  auto cii = ctx.instances->GetCatalogItemInstance(id);
-  if (!cii) return respond(ProblemFromError(cii.error()));
-  if (!*cii) return respond(NotFound("catalog item instance", id));
   InstanceEvent r = NewOperation(request, Operation::kRehydrateCatalogItemInstance, id);
   r.catalog_item_instance_id = id;
   r.new_resource_id = NewUuidV4();
+  const InstanceDecision checked = CheckOperation(*ctx.instances, r);
+  if (checked.kind == InstanceDecision::Kind::kFailed) {
+    return respond(Problem(checked.fact.http_status, checked.fact.error));
+  }
   // The generation this rehydration replaces: the worker answers 409 if another rehydration
   // moved the instance on meanwhile (SPEC §3.3: concurrent rehydrations, exactly one proceeds).
-  r.old_resource_id = (*cii)->resource_id;
-  auto on_completed = [ctx, id, before = std::move(**cii),
+  r.old_resource_id = checked.fact.old_resource_id;
+  auto on_completed = [ctx, id, before = r.old_resource_id,
                        new_id = r.new_resource_id](const InstanceEvent& completed) {
     auto after = ctx.instances->GetCatalogItemInstance(id);
     if (!after) return ProblemFromError(after.error());
     const CatalogItemInstance* now = *after ? &**after : nullptr;
     std::string resource_id = now ? now->resource_id : new_id;
     std::string provider = now ? now->provider_name : completed.provider_name;
-    std::string old_id =
-        !completed.old_resource_id.empty() ? completed.old_resource_id : before.resource_id;
+    std::string old_id = !completed.old_resource_id.empty() ? completed.old_resource_id : before;
     JsonWriter w;
     w.BeginObject();
     w.Field("id", id);
@@ -483,10 +349,8 @@ void CreateResource(const HttpRequest& request, const ApiContext& ctx, Respond r
     }
   }
   if (!errors.empty()) return respond(Invalid(std::move(errors)));
-  auto existing = ctx.instances->GetResource(*id);
-  if (!existing) return respond(ProblemFromError(existing.error()));
-  if (*existing) return respond(Problem(409, "resource '" + *id + "' already exists"));
   r.resource_id = *id;
+  if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));
   SubmitOperation(ctx, std::move(r),
                   RenderCreated(ctx, "resources", "resource", *id, &InstanceView::GetResource),
                   std::move(respond));
@@ -541,20 +405,11 @@ void RehydrateResource(const HttpRequest& request, const std::string& id, const 
   auto resource = ctx.instances->GetResource(id);
   if (!resource) return respond(ProblemFromError(resource.error()));
   if (!*resource) return respond(NotFound("resource", id));
-  if (new_id.empty()) {
-    new_id = NewUuidV4();
-  } else {
-    auto taken = ctx.instances->GetResource(new_id);
-    if (!taken) return respond(ProblemFromError(taken.error()));
-    auto taken_instance = ctx.instances->GetInstance(new_id);
-    if (!taken_instance) return respond(ProblemFromError(taken_instance.error()));
-    if (*taken || *taken_instance) {
-      return respond(Problem(409, "resource '" + new_id + "' already exists"));
-    }
-  }
+  if (new_id.empty()) new_id = NewUuidV4();
   InstanceEvent r = NewOperation(request, Operation::kRehydrateResource, (*resource)->root);
   r.resource_id = id;
   r.new_resource_id = new_id;
+  if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));
   auto on_completed = [ctx, id, new_id](const InstanceEvent& completed) {
     auto after = ctx.instances->GetResource(new_id);
     if (!after) return ProblemFromError(after.error());
@@ -584,10 +439,8 @@ void CreateServiceTypeInstance(const HttpRequest& request, const ApiContext& ctx
   if (r.provider_name.empty() && errors.empty()) errors.push_back({"provider_name", "is required"});
   ReadSpec(*body, nullptr, &r.spec, &r.service_type, &errors);
   if (!errors.empty()) return respond(Invalid(std::move(errors)));
-  auto existing = ctx.instances->GetInstance(*id);
-  if (!existing) return respond(ProblemFromError(existing.error()));
-  if (*existing) return respond(Problem(409, "service-type instance '" + *id + "' already exists"));
   r.instance_id = *id;
+  if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));
   SubmitOperation(ctx, std::move(r),
                   RenderCreated(ctx, "service-type-instances", "service-type instance", *id,
                                 &InstanceView::GetInstance),
@@ -664,12 +517,9 @@ void RetryCleanup(const HttpRequest& request, const std::string& instance_id, co
   auto record = ctx.instances->GetCleanup(instance_id);
   if (!record) return respond(ProblemFromError(record.error()));
   if (!*record) return respond(NotFound("cleanup record", instance_id));
-  if ((*record)->status != kCleanupFailedStatus) {
-    return respond(Problem(409, "cleanup record '" + instance_id + "' is " + (*record)->status +
-                                    "; only FAILED records can be retried"));
-  }
   InstanceEvent r = NewOperation(request, Operation::kRetryCleanup, (*record)->root);
   r.instance_id = instance_id;
+  if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));
   auto on_completed = [ctx, instance_id, before = std::move(**record)](const InstanceEvent&) {
     auto after = ctx.instances->GetCleanup(instance_id);
     if (!after) return ProblemFromError(after.error());

@@ -10,6 +10,7 @@
 
 #include "projections/instance_projection.h"
 #include "src/http/http_types.h"
+#include "src/http/instance_render.h"
 #include "src/http/provider_handlers.h"
 
 namespace dcm::http {
@@ -42,12 +43,5 @@ void DeleteServiceTypeInstance(const HttpRequest& request, const std::string& id
 void ListCleanupQueue(const HttpRequest& request, const ApiContext& ctx, Respond respond);
 void RetryCleanup(const HttpRequest& request, const std::string& instance_id, const ApiContext& ctx,
                   Respond respond);
-
-// The API representations (snake_case). `status` is the joined status (SP-reported first).
-std::string RenderCatalogItemInstance(const CatalogItemInstance& cii, const std::string& status);
-std::string RenderResource(const Resource& resource, const std::string& status);
-std::string RenderServiceTypeInstance(const ServiceTypeInstance& instance,
-                                      const std::string& status);
-std::string RenderCleanupRecord(const CleanupRecord& record);
 
 }  // namespace dcm::http

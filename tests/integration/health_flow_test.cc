@@ -306,12 +306,18 @@ struct Instance {
     registry = std::make_unique<RegistryProjection>(store.get(), &waiters, &metrics);
     registry_view = std::make_unique<RegistryView>(store.get());
     registry_runner = std::make_unique<ProjectionRunner>(
-        RunnerOptions{env.config.topics.Providers(), env.config.topics.DeadLetter(), env.kafka},
+        RunnerOptions{.topic = env.config.topics.Providers(),
+                      .dead_letter_topic = env.config.topics.DeadLetter(),
+                      .kafka = env.kafka,
+                      .applied = &applied},
         store.get(), registry.get(), producer.get(), &metrics);
     health = std::make_unique<HealthProjection>(store.get(), &metrics);
     health_view = std::make_unique<HealthView>(store.get());
     health_runner = std::make_unique<ProjectionRunner>(
-        RunnerOptions{env.config.topics.Health(), env.config.topics.DeadLetter(), env.kafka},
+        RunnerOptions{.topic = env.config.topics.Health(),
+                      .dead_letter_topic = env.config.topics.DeadLetter(),
+                      .kafka = env.kafka,
+                      .applied = &applied},
         store.get(), health.get(), producer.get(), &metrics);
     ProberOptions po;
     po.health_topic = env.config.topics.Health();
@@ -319,6 +325,7 @@ struct Instance {
     po.source = "dcm/prober/" + name;
     po.health = health_config;
     po.kafka = env.kafka;
+    po.applied = &applied;
     prober = std::make_unique<Prober>(po, store.get(), registry_view.get(), health_view.get(),
                                       &checker, producer.get(), &metrics, &SystemClock::Instance());
     registry->SetChangeListener([p = prober.get()](const std::vector<ProviderChange>& changes) {
@@ -331,6 +338,7 @@ struct Instance {
     ro.group_id = env.config.topics.prefix + "registrar";
     ro.source = "dcm/registrar/" + name;
     ro.rules = ProviderRules(kTypes);
+    ro.applied = &applied;
     ro.kafka = env.kafka;
     registrar = std::make_unique<Registrar>(ro, store.get(), registry_view.get(), producer.get(),
                                             &metrics, &SystemClock::Instance());
@@ -378,6 +386,7 @@ struct Instance {
   testing::KafkaEnv& env;
   Metrics metrics;
   OutcomeWaiters waiters;
+  AppliedOffsets applied;  // the runners publish, the prober and registrar wait on it
   FakeChecker checker;
   std::unique_ptr<Store> store;
   std::unique_ptr<Producer> producer;

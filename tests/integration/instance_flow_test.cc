@@ -260,12 +260,11 @@ struct Node {
     instances = std::make_unique<InstanceProjection>(store.get(), &waiters, &metrics);
     view = std::make_unique<InstanceView>(store.get());
     instance_runner = std::make_unique<ProjectionRunner>(
-        RunnerOptions{env.config.topics.Instances(), env.config.topics.DeadLetter(), env.kafka},
+        RunnerOptions{.topic = env.config.topics.Instances(),
+                      .dead_letter_topic = env.config.topics.DeadLetter(),
+                      .kafka = env.kafka,
+                      .applied = &applied},
         store.get(), instances.get(), producer.get(), &metrics);
-    instances->SetListener([this](const std::vector<InstanceEvent>& facts) {
-      std::lock_guard lock(listener_mu);
-      if (worker) worker->OnFactsApplied(facts);
-    });
   }
 
   ~Node() {  // the order of serve.cc's shutdown
@@ -302,9 +301,9 @@ struct Node {
     o.cleanup_max_retries = settings.cleanup_max_retries;
     if (settings.threads > 0) o.threads = settings.threads;
     o.catch_up_timeout = milliseconds(15000);
-    auto created = std::make_unique<InstanceWorker>(o, store.get(), view.get(), registry_view.get(),
-                                                    health_view.get(), sp, policy, producer.get(),
-                                                    &metrics, &SystemClock::Instance());
+    auto created = std::make_unique<InstanceWorker>(
+        o, store.get(), &applied, view.get(), registry_view.get(), health_view.get(), sp, policy,
+        producer.get(), &metrics, &SystemClock::Instance());
     {
       std::lock_guard lock(listener_mu);
       worker = std::move(created);
@@ -376,6 +375,7 @@ struct Node {
   Metrics metrics;
   OutcomeWaiters registry_waiters;
   OutcomeWaiters waiters;
+  AppliedOffsets applied;  // the instance runner publishes, the worker waits on it
   std::unique_ptr<Store> store;
   std::unique_ptr<Producer> producer;
   std::unique_ptr<RegistryProjection> registry;

@@ -38,7 +38,10 @@ struct Instance {
     registry = std::make_unique<RegistryProjection>(store.get(), &waiters, &metrics);
     view = std::make_unique<RegistryView>(store.get());
     runner = std::make_unique<ProjectionRunner>(
-        RunnerOptions{env.config.topics.Providers(), env.config.topics.DeadLetter(), env.kafka},
+        RunnerOptions{.topic = env.config.topics.Providers(),
+                      .dead_letter_topic = env.config.topics.DeadLetter(),
+                      .kafka = env.kafka,
+                      .applied = &applied},
         store.get(), registry.get(), producer.get(), &metrics);
     RegistrarOptions ro;
     ro.requests_topic = env.config.topics.ProviderRequests();
@@ -47,6 +50,7 @@ struct Instance {
     ro.group_id = env.config.topics.prefix + "registrar";
     ro.rules = ProviderRules(kTypes);
     ro.kafka = env.kafka;
+    ro.applied = &applied;
     if (live) {
       ro.live_instances = std::move(live);
       ro.instances_topic = env.config.topics.Instances();
@@ -89,6 +93,7 @@ struct Instance {
   testing::KafkaEnv& env;
   Metrics metrics;
   OutcomeWaiters waiters;
+  AppliedOffsets applied;  // the runners publish, the registrar waits on it
   std::unique_ptr<Store> store;
   std::unique_ptr<Producer> producer;
   std::unique_ptr<RegistryProjection> registry;
@@ -342,6 +347,7 @@ TEST_F(RegistryFlowTest, AKafkaDeletionWaitsForTheInstanceProjectionAndIsRefused
   StoreBatch batch;  // the instance projection catches up
   in.store->PutOffset(batch, InstanceProjection::kName, instances, fact.partition, fact.offset + 1);
   ASSERT_TRUE(in.store->Write(batch));
+  in.applied.Publish(InstanceProjection::kName, instances, fact.partition, fact.offset + 1);
   auto refused = OrDie(outcome.get());
   EXPECT_EQ(refused.kind, OutcomeKind::kRejected);
   EXPECT_EQ(refused.status, 409);

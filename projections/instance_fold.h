@@ -1,0 +1,22 @@
+// The fold of one instance fact (events/instance_events.h) into the instance projection's
+// records (projections/instance_records.h). The InstanceProjection folds every fact it consumes;
+// the instance worker folds its own acknowledged facts into an overlay with the same function
+// (projections/instance_decider.h), so both hold the same state once both have seen a fact.
+//
+// Every step is idempotent (a duplicate leaves the state as it is: a live count changes only
+// when an instance's live flag flips).
+#pragma once
+
+#include "events/instance_events.h"
+#include "projections/decoded_cache.h"
+#include "projections/instance_projection.h"
+#include "projections/store.h"
+
+namespace dcm {
+
+// Folds `fact` into `batch`, reading the state through `batch` then `store`. `sagas` caches the
+// decoded saga records (one per fold user). kCorruption: a fact that is not foldable (poison).
+Status FoldInstanceFact(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas,
+                        const InstanceEvent& fact);
+
+}  // namespace dcm
