@@ -176,6 +176,10 @@ int RunServe(ServeFlags flags) {
   if (!store) return Fail(store.error().message);
   auto producer = Producer::Create(kafka);
   if (!producer) return Fail(producer.error().message);
+  // `dcm dev-kafka` is the mock too, in another process: the same short long-poll as above.
+  if (!mock && !flags.fetch_wait_given && IsMockCluster((*producer)->handle(), 5000)) {
+    kafka.fetch_wait_max_ms = kDevFetchWaitMs;
+  }
 
   Metrics metrics;
   OutcomeWaiters waiters;
@@ -294,6 +298,7 @@ int RunServe(ServeFlags flags) {
     return instance_view.LiveInstances(provider_id);
   };
   registrar_options.kafka = kafka;
+  registrar_options.registry = &registry;  // answers without the registry runner's fetch hop
   Registrar registrar(registrar_options, store->get(), &registry_view, producer->get(), &metrics,
                       &SystemClock::Instance());
   if (auto status = registrar.Start(); !status) return Fail(status.error().message);

@@ -47,6 +47,7 @@ struct Instance {
     ro.group_id = env.config.topics.prefix + "registrar";
     ro.rules = ProviderRules(kTypes);
     ro.kafka = env.kafka;
+    ro.registry = registry.get();  // as `dcm serve` wires it
     if (live) {
       ro.live_instances = std::move(live);
       ro.instances_topic = env.config.topics.Instances();
@@ -279,6 +280,13 @@ TEST_F(RegistryFlowTest, DuplicatedRequestEventIsDecidedOnce) {
   auto later = in.Register(Unique("later"));
   ASSERT_TRUE(later);
   EXPECT_EQ(later->kind, OutcomeKind::kRegistered);
+}
+
+// `dcm serve` shortens the consumers' long-poll when its brokers are librdkafka's mock (`dcm
+// dev-kafka`), which holds an empty fetch for the whole fetch.wait.max.ms.
+TEST_F(RegistryFlowTest, TheEmbeddedClusterIsRecognisedAsTheMock) {
+  if (!env_->mock) GTEST_SKIP() << "a real cluster (KAFKA_BROKERS)";
+  EXPECT_TRUE(IsMockCluster(instance_->producer->handle(), 5000));
 }
 
 TEST_F(RegistryFlowTest, RebuildFromOffsetZeroYieldsAnIdenticalRegistry) {
