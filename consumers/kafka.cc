@@ -107,6 +107,7 @@ Result<std::unique_ptr<Producer>> Producer::Create(const KafkaOptions& options) 
                    NewConf(options, {{"enable.idempotence", "true"},
                                      {"acks", "all"},
                                      {"linger.ms", "1"},
+                                     {"max.in.flight.requests.per.connection", "1"},
                                      {"message.timeout.ms", "30000"},
                                      {"queue.buffering.max.messages", "1000000"}}));
   rd_kafka_conf_set_dr_msg_cb(conf, DeliveryReport);
