@@ -107,7 +107,6 @@ Result<std::unique_ptr<Producer>> Producer::Create(const KafkaOptions& options) 
                    NewConf(options, {{"enable.idempotence", "true"},
                                      {"acks", "all"},
                                      {"linger.ms", "1"},
-                                     {"max.in.flight.requests.per.connection", "1"},
                                      {"message.timeout.ms", "30000"},
                                      {"queue.buffering.max.messages", "1000000"}}));
   rd_kafka_conf_set_dr_msg_cb(conf, DeliveryReport);
@@ -381,6 +380,11 @@ Result<std::map<int32_t, int64_t>> Consumer::OffsetsForTimes(
   rd_kafka_topic_partition_list_destroy(list);
   if (err) return tl::unexpected(FromKafka(err, "offsets for times of " + topic));
   return out;
+}
+
+KafkaOptions ProviderCommandOptions(KafkaOptions options) {
+  options.extra.emplace("max.in.flight.requests.per.connection", "1");
+  return options;
 }
 
 bool IsMockCluster(KafkaHandle* handle, int timeout_ms) {

@@ -57,12 +57,8 @@ Error FromKafka(int error_code, const std::string& context);
 
 // Producer: idempotent, acks=all (SPEC §5.2: a 2xx is in Kafka before the reply), linger 1 ms on
 // the command path (../shared/KAFKA-NOTES.md: the default 5 ms costs 5 ms per command; 1 ms
-// batched concurrent commands for +25% registrations/s on the mock, BENCHMARKS.md), and one
-// request in flight per connection: what arrives while a request is out goes in the next one, so
-// batches grow with the load by themselves, and librdkafka 2.0.2's idempotent producer does not
-// spin its broker thread while several requests are out (it took a third of `dcm serve`'s CPU
-// under registration load; BENCHMARKS.md, issue #16). A background thread serves delivery
-// reports; callbacks run on it and must be quick. Thread-safe.
+// batched concurrent commands for +25% registrations/s on the mock, BENCHMARKS.md). A background
+// thread serves delivery reports; callbacks run on it and must be quick. Thread-safe.
 class Producer {
  public:
   using OnDelivery = std::function<void(Result<KafkaPosition>)>;
@@ -164,6 +160,14 @@ class Consumer {
 // The partition of `key` among `partitions`: Java-client-compatible murmur2 (Kafka's default
 // partitioner), so other clients and tools agree on where a provider's events live.
 int32_t KeyPartition(std::string_view key, int32_t partitions);
+
+// The provider command path's producer (HTTP requests to the one-partition request topic, the
+// registrar's outcomes): one request in flight per connection. What arrives while a request is out
+// goes in the next one, so batches grow with the load, and librdkafka 2.0.2's idempotent producer
+// does not spin its broker thread while several requests are out (a third of `dcm serve`'s CPU
+// under registration load; BENCHMARKS.md, issue #16). Not for the instance sagas: each fact waits
+// for its ack, and queueing behind the request in flight raised rehydration p99 by half.
+KafkaOptions ProviderCommandOptions(KafkaOptions options);
 
 // The consumer long-poll to use against librdkafka's mock cluster: the mock holds an empty fetch
 // for the whole fetch.wait.max.ms even when data arrives meanwhile, so each consumer hop costs up

@@ -176,6 +176,8 @@ int RunServe(ServeFlags flags) {
   if (!store) return Fail(store.error().message);
   auto producer = Producer::Create(kafka);
   if (!producer) return Fail(producer.error().message);
+  auto command_producer = Producer::Create(ProviderCommandOptions(kafka));  // consumers/kafka.h
+  if (!command_producer) return Fail(command_producer.error().message);
   // `dcm dev-kafka` is the mock too, in another process: the same short long-poll as above.
   if (!mock && !flags.fetch_wait_given && IsMockCluster((*producer)->handle(), 5000)) {
     kafka.fetch_wait_max_ms = kDevFetchWaitMs;
@@ -299,14 +301,14 @@ int RunServe(ServeFlags flags) {
   };
   registrar_options.kafka = kafka;
   registrar_options.registry = &registry;  // answers without the registry runner's fetch hop
-  Registrar registrar(registrar_options, store->get(), &registry_view, producer->get(), &metrics,
-                      &SystemClock::Instance());
+  Registrar registrar(registrar_options, store->get(), &registry_view, command_producer->get(),
+                      &metrics, &SystemClock::Instance());
   if (auto status = registrar.Start(); !status) return Fail(status.error().message);
   if (prober) {
     if (auto status = prober->Start(); !status) return Fail(status.error().message);
   }
 
-  KafkaCommandBus commands(producer->get(), &waiters, config.topics.ProviderRequests(),
+  KafkaCommandBus commands(command_producer->get(), &waiters, config.topics.ProviderRequests(),
                            config.topics.Providers(), config.decision_timeout,
                            &SystemClock::Instance(), &metrics);
 
@@ -465,7 +467,7 @@ int RunServe(ServeFlags flags) {
   instance_runner.Stop();
   sp_status_runner.Stop();
   audit_runner.Stop();
-  for (Producer* p : {producer->get(), health_producer.get()}) {
+  for (Producer* p : {producer->get(), command_producer->get(), health_producer.get()}) {
     if (!p) continue;
     if (auto flushed = p->Flush(5000); !flushed) {
       logger->warn("msg=\"producer flush incomplete\" error=\"{}\"", flushed.error().message);
