@@ -176,6 +176,16 @@ Result<KafkaPosition> Producer::ProduceSync(
   return future.get();  // bounded by message.timeout.ms
 }
 
+std::future<Result<KafkaPosition>> Producer::ProducePositioned(const std::string& topic,
+                                                               const std::string& key,
+                                                               const std::string& value) {
+  auto promise = std::make_shared<std::promise<Result<KafkaPosition>>>();
+  auto future = promise->get_future();
+  Produce(topic, key, value, {},
+          [promise](Result<KafkaPosition> result) { promise->set_value(std::move(result)); });
+  return future;
+}
+
 std::future<Status> Producer::ProduceAcked(
     const std::string& topic, const std::string& key, const std::string& value,
     const std::vector<std::pair<std::string, std::string>>& headers) {
@@ -370,6 +380,19 @@ Result<std::map<int32_t, int64_t>> Consumer::OffsetsForTimes(
   rd_kafka_topic_partition_list_destroy(list);
   if (err) return tl::unexpected(FromKafka(err, "offsets for times of " + topic));
   return out;
+}
+
+KafkaOptions ProviderCommandOptions(KafkaOptions options) {
+  options.extra.emplace("max.in.flight.requests.per.connection", "1");
+  return options;
+}
+
+bool IsMockCluster(KafkaHandle* handle, int timeout_ms) {
+  char* id = rd_kafka_clusterid(handle, timeout_ms);
+  if (!id) return false;
+  const bool mock = std::string_view(id).starts_with("mockCluster");
+  rd_kafka_mem_free(handle, id);
+  return mock;
 }
 
 Result<int> TopicPartitionCount(KafkaHandle* handle, const std::string& topic, int timeout_ms) {

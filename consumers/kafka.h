@@ -25,7 +25,8 @@ namespace dcm {
 struct KafkaOptions {
   std::string brokers;
   std::string client_id = "dcm";
-  // Consumer long-poll; the mock needs ~10 ms (see Config::fetch_wait_max_ms).
+  // Consumer long-poll; the mock needs ~5-10 ms (see Config::fetch_wait_max_ms and
+  // kMockFetchWaitMs).
   int fetch_wait_max_ms = 100;
   // Consumer-group session timeout (registrar failover time).
   int session_timeout_ms = 10000;
@@ -56,9 +57,8 @@ Error FromKafka(int error_code, const std::string& context);
 
 // Producer: idempotent, acks=all (SPEC §5.2: a 2xx is in Kafka before the reply), linger 1 ms on
 // the command path (../shared/KAFKA-NOTES.md: the default 5 ms costs 5 ms per command; 1 ms
-// batched concurrent commands for +25% registrations/s on the mock, BENCHMARKS.md). A
-// background thread serves delivery reports; callbacks run on it and must be quick.
-// Thread-safe.
+// batched concurrent commands for +25% registrations/s on the mock, BENCHMARKS.md). A background
+// thread serves delivery reports; callbacks run on it and must be quick. Thread-safe.
 class Producer {
  public:
   using OnDelivery = std::function<void(Result<KafkaPosition>)>;
@@ -78,6 +78,11 @@ class Producer {
   std::future<Status> ProduceAcked(
       const std::string& topic, const std::string& key, const std::string& value,
       const std::vector<std::pair<std::string, std::string>>& headers = {});
+  // Produces; the future resolves with the partition and offset the broker acknowledged (or the
+  // error).
+  std::future<Result<KafkaPosition>> ProducePositioned(const std::string& topic,
+                                                       const std::string& key,
+                                                       const std::string& value);
   // Produces and waits for the delivery report.
   Result<KafkaPosition> ProduceSync(
       const std::string& topic, const std::string& key, const std::string& value,
@@ -155,6 +160,24 @@ class Consumer {
 // The partition of `key` among `partitions`: Java-client-compatible murmur2 (Kafka's default
 // partitioner), so other clients and tools agree on where a provider's events live.
 int32_t KeyPartition(std::string_view key, int32_t partitions);
+
+// The provider command path's producer (HTTP requests to the one-partition request topic, the
+// registrar's outcomes): one request in flight per connection. What arrives while a request is out
+// goes in the next one, so batches grow with the load, and librdkafka 2.0.2's idempotent producer
+// does not spin its broker thread while several requests are out (a third of `dcm serve`'s CPU
+// under registration load; BENCHMARKS.md, issue #16). Not for the instance sagas: each fact waits
+// for its ack, and queueing behind the request in flight raised rehydration p99 by half.
+KafkaOptions ProviderCommandOptions(KafkaOptions options);
+
+// The consumer long-poll to use against librdkafka's mock cluster: the mock holds an empty fetch
+// for the whole fetch.wait.max.ms even when data arrives meanwhile, so each consumer hop costs up
+// to that much latency (../shared/KAFKA-NOTES.md). Short polls are cheap on loopback.
+inline constexpr int kMockFetchWaitMs = 5;
+
+// True when `handle` talks to librdkafka's mock cluster (`dcm serve --dev`, `dcm dev-kafka`): its
+// cluster id starts with "mockCluster". False on a real cluster, or when no cluster id arrives
+// within `timeout_ms`.
+bool IsMockCluster(KafkaHandle* handle, int timeout_ms);
 
 // The number of partitions of `topic`, or 0 if it does not exist. Uses an all-topics metadata
 // request, which (unlike a per-topic one) never auto-creates the topic.

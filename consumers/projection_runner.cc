@@ -102,6 +102,7 @@ void ProjectionRunner::Run() {
 }
 
 Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages) {
+  const auto lock = projection_->LockBatch();
   StoreBatch batch;
   std::vector<CloudEvent> applied;
   std::vector<std::future<Status>> dead_letters;

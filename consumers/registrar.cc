@@ -43,6 +43,7 @@ Status Registrar::Start() {
 
 void Registrar::Stop() {
   running_ = false;
+  if (options_.applied) options_.applied->Wake();  // a deletion waiting on the projections
   if (thread_.joinable()) thread_.join();
   if (consumer_) consumer_->Close();  // leave the group now: a survivor takes over at once
   consumer_.reset();
@@ -81,9 +82,9 @@ void Registrar::Run() {
     if (messages->empty() || !owner_.load()) continue;
     auto processed = ProcessBatch(*messages);
     if (processed && *processed) {
-      // A deletion waits for the projections (notified by their runners; bounded, so that a stop
-      // is seen), then the batch is read again.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+      // A deletion waits for the projections (notified by their runners, woken by Stop), then
+      // the batch is read again.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       for (const auto& [key, targets] : catch_up_targets_) {
         (void)options_.applied->WaitFor(key.first, key.second, targets, deadline,
                                         [&] { return running_.load(); });
@@ -150,9 +151,44 @@ Result<bool> Registrar::ProjectionsCaughtUp() {
   return true;
 }
 
+Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>>& dead_letters,
+                              std::vector<Produced>& produced, int64_t next) {
+  for (auto& acked : dead_letters) RETURN_IF_ERROR(acked.get());
+  std::vector<KafkaPosition> positions;
+  positions.reserve(produced.size());
+  for (auto& p : produced) {
+    ASSIGN_OR_RETURN(auto position, p.acked.get());
+    positions.push_back(position);
+  }
+  store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, next);
+  RegistryProjection* registry = options_.registry;
+  std::unique_lock<std::mutex> lock;
+  std::vector<std::pair<int32_t, int64_t>> own;
+  std::vector<CloudEvent> applied;
+  if (registry) {
+    lock = registry->LockBatch();
+    for (size_t i = 0; i < produced.size(); ++i) {
+      // The bytes on the topic, decoded as the runner would: the fold sees what a rebuild sees.
+      auto event = DecodeCloudEvent(produced[i].value);
+      const EventPosition position{options_.outcomes_topic, positions[i].partition,
+                                   positions[i].offset,     clock_->NowMillis(),
+                                   produced[i].key,         produced[i].value};
+      // An outcome it cannot fold is left to the runner (which dead-letters what is poison).
+      if (!event || !registry->ApplyOwn(*event, position, batch)) continue;
+      own.emplace_back(position.partition, position.offset);
+      applied.push_back(std::move(*event));
+    }
+  }
+  RETURN_IF_ERROR(store_->Write(batch));
+  next_offset_ = next;
+  if (registry) registry->Committed(own, applied);
+  return OkStatus();
+}
+
 Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
   StoreBatch batch;
   std::vector<std::future<Status>> pending;
+  std::vector<Produced> produced;
   int64_t next = next_offset_;
   bool deferred = false;
   auto& decisions = metrics_->GetCounter("dcm_registrar_decisions_total",
@@ -199,13 +235,10 @@ Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) 
     ASSIGN_OR_RETURN(bool known, registry_->HasOutcome(outcome.request_id));
     if (known) continue;  // re-decided after a takeover; the outcome is already on the topic
     const CloudEvent out = EncodeProviderOutcome(outcome, options_.source, clock_->NowMillis());
-    pending.push_back(
-        producer_->ProduceAcked(options_.outcomes_topic, out.subject, EncodeCloudEvent(out)));
+    Produced& p = produced.emplace_back(Produced{out.subject, EncodeCloudEvent(out), {}});
+    p.acked = producer_->ProducePositioned(options_.outcomes_topic, p.key, p.value);
   }
-  for (auto& acked : pending) RETURN_IF_ERROR(acked.get());
-  store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, next);
-  RETURN_IF_ERROR(store_->Write(batch));
-  next_offset_ = next;
+  RETURN_IF_ERROR(CommitBatch(batch, pending, produced, next));
   return deferred;
 }
 

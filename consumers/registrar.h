@@ -8,7 +8,8 @@
 //   revoked ──assign──▶ owner: seek to the decider's stored offset
 //      ▲                  │  poll batch ─▶ decide each request (ProviderDecider) ─▶ produce the
 //      │                  │  outcomes to dcm.providers ─▶ wait for acks ─▶ commit decider state
-//      └────revoke────────┘  + offset in one RocksDB batch
+//      └────revoke────────┘  + offset in one RocksDB batch (+ the outcomes, folded into this
+//                                instance's registry projection: RegistrarOptions::registry)
 //
 // A new owner's decider state may be behind (another instance decided since). It re-decides
 // from its own stored offset; decisions are deterministic, so it reaches the same state, and it
@@ -32,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -62,6 +64,11 @@ struct RegistrarOptions {
   // Where the registry and instance projection runners publish their progress: a deletion waits
   // on it (null: deletions do not wait for the projections).
   const AppliedOffsets* applied = nullptr;
+  // This instance's registry projection (the one `registry` views), or null. When set, the
+  // registrar folds each acknowledged outcome into it in the batch that commits the decision, so
+  // the request's waiter completes without waiting for the registry runner to fetch the outcome
+  // (projections/registry_projection.h explains why that changes no state).
+  RegistryProjection* registry = nullptr;
 };
 
 class Registrar {
@@ -80,6 +87,16 @@ class Registrar {
   // Decides, produces and commits `messages`; true when it stopped at a deletion that must wait
   // for the projections (the consumer was sought back to it).
   Result<bool> ProcessBatch(const std::vector<KafkaMessage>& messages);
+  // An outcome produced for the batch in progress: its bytes and its acknowledgement.
+  struct Produced {
+    std::string key;
+    std::string value;
+    std::future<Result<KafkaPosition>> acked;
+  };
+  // Waits for the batch's acks, then commits the decider's state and offset `next` (and the
+  // outcomes, into the registry projection) in one write.
+  Status CommitBatch(StoreBatch& batch, std::vector<std::future<Status>>& dead_letters,
+                     std::vector<Produced>& produced, int64_t next);
   std::map<int32_t, int64_t> OnAssign(const std::vector<int32_t>& partitions);
   // What Decide needs beyond the request and the decider's state (see above).
   Result<DecisionInputs> InputsFor(const ProviderRequest& request) const;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,10 @@ class Projection {
                        StoreBatch& batch) = 0;
   // Called after the batch holding `applied` is durable, on the runner's thread.
   virtual void AfterCommit(const std::vector<CloudEvent>& applied) { (void)applied; }
+  // Held by the runner from the first Apply of a batch until AfterCommit returns. A projection
+  // that a second writer also folds into (the registry: the registrar applies its own outcomes)
+  // returns a lock that serializes the two; the others none.
+  virtual std::unique_lock<std::mutex> LockBatch() { return {}; }
 };
 
 // dcm_events_applied_total{projection,type}: one counter per event type, looked up once.

@@ -74,7 +74,27 @@ Status RegistryProjection::Tombstone(const std::string& id, int64_t seq, StoreBa
   return OkStatus();
 }
 
-Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition&, StoreBatch& batch) {
+bool RegistryProjection::TakeOwn(int32_t partition, int64_t offset) {
+  auto it = own_.find(partition);
+  if (it == own_.end()) return false;
+  auto& offsets = it->second;
+  const bool found = offsets.erase(offset) > 0;
+  offsets.erase(offsets.begin(), offsets.lower_bound(offset));
+  if (offsets.empty()) own_.erase(it);
+  return found;
+}
+
+Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition& position,
+                                 StoreBatch& batch) {
+  if (!own_.empty() && TakeOwn(position.partition, position.offset)) {
+    applied_request_ids_.emplace_back();  // applied and answered already: no waiter to complete
+    return OkStatus();
+  }
+  return ApplyOwn(event, position, batch);
+}
+
+Status RegistryProjection::ApplyOwn(const CloudEvent& event, const EventPosition&,
+                                    StoreBatch& batch) {
   ASSIGN_OR_RETURN(auto outcome, DecodeProviderOutcome(event));
   if (outcome.request_id.empty()) {
     return MakeError(ErrorCode::kCorruption, "outcome without request_id");
@@ -112,6 +132,12 @@ void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
   applied_request_ids_.clear();
   if (listener_ && !changes_.empty()) listener_(changes_);
   changes_.clear();
+}
+
+void RegistryProjection::Committed(const std::vector<std::pair<int32_t, int64_t>>& positions,
+                                   const std::vector<CloudEvent>& applied) {
+  for (const auto& [partition, offset] : positions) own_[partition].insert(offset);
+  AfterCommit(applied);
 }
 
 Result<std::optional<Provider>> RegistryView::Get(const std::string& id) const {

@@ -10,11 +10,21 @@
 // sequence `seq`; a key takes a write only if its seq is newer than what it holds. The fold is
 // therefore idempotent (duplicates are no-ops) and its final state does not depend on how
 // partitions interleave (SPEC §5.3, §5.4).
+//
+// Two writers fold into it: the registry runner (every outcome on dcm.providers) and, on the
+// instance that owns the request partition, the registrar, which applies its own outcomes as soon
+// as the broker acknowledged them, in the RocksDB batch that commits its decisions (one write, and
+// no wait for the runner's fetch before the waiter completes). Because the fold is idempotent and
+// order-free, this changes no state: the runner, reaching such an outcome later, skips it
+// (ApplyOwn records its position), and leaves the offsets to the runner alone: they still mean
+// "everything before is applied". LockBatch serializes the two writers' read-modify-writes.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +55,15 @@ class RegistryProjection final : public Projection {
   std::string Name() const override { return kName; }
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
   void AfterCommit(const std::vector<CloudEvent>& applied) override;
+  std::unique_lock<std::mutex> LockBatch() override { return std::unique_lock(batch_mu_); }
+
+  // The registrar's side (see above), called with LockBatch held: ApplyOwn stages the outcome
+  // acknowledged at `position` like Apply; once `batch` is written, Committed(positions of the
+  // outcomes ApplyOwn accepted) marks them for the runner to skip and completes their waiters
+  // (AfterCommit).
+  Status ApplyOwn(const CloudEvent& event, const EventPosition& position, StoreBatch& batch);
+  void Committed(const std::vector<std::pair<int32_t, int64_t>>& positions,
+                 const std::vector<CloudEvent>& applied);
   // Called on the runner thread after each committed batch that changed providers. Set before
   // the runner starts.
   void SetChangeListener(ChangeListener listener) { listener_ = std::move(listener); }
@@ -54,8 +73,14 @@ class RegistryProjection final : public Projection {
   Status Upsert(const Provider& provider, StoreBatch& batch);
   Status Tombstone(const std::string& id, int64_t seq, StoreBatch& batch);
 
+  // True (and forgets it) if the registrar applied the outcome at `partition`/`offset`; forgets
+  // the partition's older marks too, which the runner has passed. Under batch_mu_.
+  bool TakeOwn(int32_t partition, int64_t offset);
+
   Store* store_;
   OutcomeWaiters* waiters_;
+  std::mutex batch_mu_;
+  std::map<int32_t, std::set<int64_t>> own_;  // partition -> offsets ApplyOwn applied; batch_mu_
   AppliedCounters applied_;
   std::vector<std::string> applied_request_ids_;  // of the batch in progress, in order
   ChangeListener listener_;

@@ -75,6 +75,13 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
     store->env_.reset(rocksdb::NewMemEnv(rocksdb::Env::Default()));
     opts.env = store->env_.get();
   }
+  if (!options.bulk_load) {
+    // A whole-key bloom filter over each memtable: a Get for an absent key (a new name, id or
+    // request id: most reads on the write path) skips the skiplist walk, which Debian's
+    // assertion-enabled RocksDB makes the registrar's largest cost (BENCHMARKS.md, issue #16).
+    opts.memtable_whole_key_filtering = true;
+    opts.memtable_prefix_bloom_size_ratio = 0.02;
+  }
   if (options.bulk_load) {
     opts.PrepareForBulkLoad();
     opts.memtable_factory.reset(new rocksdb::VectorRepFactory());

@@ -104,6 +104,7 @@ Result<ServeSettings> ResolveFlags(const ServeFlags& flags) {
     // up to this much latency (../shared/KAFKA-NOTES.md). Short polls are cheap on loopback.
     config.fetch_wait_max_ms = kDevFetchWaitMs;
   }
+  if (!flags.fetch_wait_given) settings.mock_fetch_wait_ms = kDevFetchWaitMs;
   settings.temp_data_dir = config.dev && !flags.data_dir_given;
   return settings;
 }

@@ -105,9 +105,18 @@ void FlushAtStop(ServeParts& parts, const char* name, Producer* producer) {
                         }});
 }
 
-Status AddProducer(ServeParts& parts) {
+// The shared producer, and one for provider commands (HTTP requests, the registrar's outcomes)
+// with one request in flight (consumers/kafka.h ProviderCommandOptions).
+Status AddProducers(ServeParts& parts) {
   ASSIGN_OR_RETURN(parts.producer, Producer::Create(parts.kafka));
   FlushAtStop(parts, "producer", parts.producer.get());
+  ASSIGN_OR_RETURN(parts.command_producer, Producer::Create(ProviderCommandOptions(parts.kafka)));
+  FlushAtStop(parts, "command-producer", parts.command_producer.get());
+  // `dcm dev-kafka` is the mock too, in another process: the same short long-poll as --dev.
+  if (!parts.mock && parts.settings.mock_fetch_wait_ms > 0 &&
+      IsMockCluster(parts.producer->handle(), 5000)) {
+    parts.kafka.fetch_wait_max_ms = parts.settings.mock_fetch_wait_ms;
+  }
   return OkStatus();
 }
 
@@ -213,9 +222,11 @@ void AddRegistrar(ServeParts& parts) {
   };
   options.kafka = parts.kafka;
   options.applied = &parts.applied_offsets;
-  parts.registrar =
-      std::make_unique<Registrar>(options, parts.store.get(), &parts.views->registry,
-                                  parts.producer.get(), &parts.metrics, &SystemClock::Instance());
+  // Answers without the registry runner's fetch hop (RegistrarOptions::registry).
+  options.registry = parts.projections.Find<RegistryProjection>(RegistryProjection::kName);
+  parts.registrar = std::make_unique<Registrar>(options, parts.store.get(), &parts.views->registry,
+                                                parts.command_producer.get(), &parts.metrics,
+                                                &SystemClock::Instance());
   parts.components.Add({.name = "registrar",
                         .start = [r = parts.registrar.get()] { return r->Start(); },
                         .stop = [r = parts.registrar.get()] { r->Stop(); },
@@ -253,7 +264,7 @@ Status AddCommandBuses(ServeParts& parts) {
   const Config& config = parts.config;
   Producer* producer = parts.producer.get();
   parts.commands = std::make_unique<KafkaCommandBus>(
-      producer, &parts.provider_waiters, config.topics.ProviderRequests(),
+      parts.command_producer.get(), &parts.provider_waiters, config.topics.ProviderRequests(),
       config.topics.Providers(), config.decision_timeout, &SystemClock::Instance(), &parts.metrics);
   ASSIGN_OR_RETURN(
       auto request_partitions,
@@ -321,7 +332,7 @@ Status BuildServeParts(ServeParts& parts) {
   RETURN_IF_ERROR(SetUpTrustBoundary(parts));
   RETURN_IF_ERROR(SetUpKafka(parts));
   RETURN_IF_ERROR(AddStore(parts));
-  RETURN_IF_ERROR(AddProducer(parts));
+  RETURN_IF_ERROR(AddProducers(parts));
   AddProjections(parts);
   RETURN_IF_ERROR(AddProbeClient(parts));
   AddPlacementClients(parts);

@@ -57,6 +57,9 @@ struct ServeSettings {
   std::string crash_after_fact;                    // test hook, see InstanceWorkerOptions
   std::vector<std::string> kafka_properties;       // librdkafka key=value, for every client
   bool temp_data_dir = false;                      // --dev without --data-dir
+  // > 0: the long-poll to use when the brokers turn out to be librdkafka's mock (`dcm dev-kafka`,
+  // which answers an empty fetch only after the whole wait); 0: keep the configured one.
+  int mock_fetch_wait_ms = 0;
 };
 
 // The read side every consumer and handler queries, over the one store.
@@ -79,6 +82,8 @@ struct ServeParts {
   KafkaOptions kafka;
   std::unique_ptr<Store> store;
   std::unique_ptr<Producer> producer;
+  std::unique_ptr<Producer>
+      command_producer;  // provider commands and outcomes (ProviderCommandOptions)
   Metrics metrics;
   OutcomeWaiters provider_waiters;
   OutcomeWaiters instance_waiters;

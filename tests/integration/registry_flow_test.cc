@@ -51,6 +51,7 @@ struct Instance {
     ro.rules = ProviderRules(kTypes);
     ro.kafka = env.kafka;
     ro.applied = &applied;
+    ro.registry = registry.get();  // as `dcm serve` wires it
     if (live) {
       ro.live_instances = std::move(live);
       ro.instances_topic = env.config.topics.Instances();
@@ -284,6 +285,13 @@ TEST_F(RegistryFlowTest, DuplicatedRequestEventIsDecidedOnce) {
   auto later = in.Register(Unique("later"));
   ASSERT_TRUE(later);
   EXPECT_EQ(later->kind, OutcomeKind::kRegistered);
+}
+
+// `dcm serve` shortens the consumers' long-poll when its brokers are librdkafka's mock (`dcm
+// dev-kafka`), which holds an empty fetch for the whole fetch.wait.max.ms.
+TEST_F(RegistryFlowTest, TheEmbeddedClusterIsRecognisedAsTheMock) {
+  if (!env_->mock) GTEST_SKIP() << "a real cluster (KAFKA_BROKERS)";
+  EXPECT_TRUE(IsMockCluster(instance_->producer->handle(), 5000));
 }
 
 TEST_F(RegistryFlowTest, RebuildFromOffsetZeroYieldsAnIdenticalRegistry) {

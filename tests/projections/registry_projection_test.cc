@@ -245,6 +245,42 @@ TEST(RegistryProjectionTest, AfterCommitCompletesWaitersForTheRequestIds) {
   EXPECT_EQ(completed.size(), 2u);
 }
 
+// The registrar folds its own acknowledged outcomes ahead of the runner (ApplyOwn); the runner
+// then skips them at their positions. State, waiters and listeners end as with the runner alone.
+TEST(RegistryProjectionTest, OutcomesTheRegistrarAppliedAheadAreSkippedByTheRunner) {
+  const std::vector<CloudEvent> events = {
+      Registered("id-a", "sp-a", 1), Registered("id-b", "sp-b", 2), Updated("id-a", "sp-a", 3)};
+  Registry plain("/mem/plain");
+  ASSERT_TRUE(plain.Apply(events));
+
+  Registry ahead("/mem/ahead");
+  std::vector<std::string> completed;
+  std::vector<std::string> heard;
+  ahead.projection_.SetChangeListener([&](const std::vector<ProviderChange>& changes) {
+    for (const auto& c : changes) heard.push_back(c.id);
+  });
+  for (const char* id : {"req-2", "req-3"}) {
+    ahead.waiters_.Expect(id, kT0 + 10000,
+                          [&completed, id](Result<CloudEvent>) { completed.push_back(id); });
+  }
+  {
+    const auto lock = ahead.projection_.LockBatch();
+    StoreBatch batch;
+    ASSERT_TRUE(ahead.projection_.ApplyOwn(events[1], EventPosition{"dcm.providers", 0, 1}, batch));
+    ASSERT_TRUE(ahead.store_->Write(batch));
+    ahead.projection_.Committed({{0, 1}}, {events[1]});
+  }
+  EXPECT_EQ(completed, (std::vector<std::string>{"req-2"}));  // answered before the runner
+  EXPECT_EQ(heard, (std::vector<std::string>{"id-b"}));
+  ASSERT_TRUE(ahead.Apply(events));  // the runner: offsets 0, 1 (skipped), 2
+  EXPECT_EQ(ahead.Digest(), plain.Digest());
+  EXPECT_EQ(completed, (std::vector<std::string>{"req-2", "req-3"}));
+  EXPECT_EQ(heard, (std::vector<std::string>{"id-b", "id-a", "id-a"}));
+  // The mark is used once: the same outcome seen again at that position is folded (a no-op).
+  ASSERT_TRUE(ahead.Apply({events[1]}));
+  EXPECT_EQ(ahead.Digest(), plain.Digest());
+}
+
 TEST(RegistryProjectionTest, CountsAppliedEventsByType) {
   Registry r("/mem/reg");
   r.ApplyEach({Registered("id-a", "sp-a", 1), Registered("id-b", "sp-b", 2)});
