@@ -10,6 +10,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 ./scripts/check-format.sh
+./scripts/check-sizes.py  # issue #16: file and function size limits
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)" --timeout 300 "$@"
 # libFuzzer smoke (clang, ASan+UBSan, coverage-guided) of the trust boundary's parsers: bearer
 # tokens, JWKS documents, AUTH_CERT_ROLES, CIDRs and endpoint hosts. ctest above already ran every
