@@ -94,4 +94,13 @@ bool FactEmitter::Emit(const std::string& root, InstanceEvent fact) {
   return sent && Acknowledged(std::move(*sent));
 }
 
+std::optional<FactEmitter::Sent> FactEmitter::EmitAsync(const std::string& root,
+                                                        const InstanceFact& fact) {
+  return EmitAsync(root, ToInstanceEvent(fact));
+}
+
+bool FactEmitter::Emit(const std::string& root, const InstanceFact& fact) {
+  return Emit(root, ToInstanceEvent(fact));
+}
+
 }  // namespace dcm

@@ -20,6 +20,7 @@
 
 #include "consumers/kafka.h"
 #include "events/instance_events.h"
+#include "events/instance_facts.h"
 #include "projections/instance_decider.h"
 #include "src/common/clock.h"
 
@@ -67,6 +68,9 @@ class FactEmitter {
   bool Acknowledged(Sent sent);
   // EmitAsync + Acknowledged.
   bool Emit(const std::string& root, InstanceEvent fact);
+  // The same for a typed fact (produced as its flat InstanceEvent, byte for byte).
+  std::optional<Sent> EmitAsync(const std::string& root, const InstanceFact& fact);
+  bool Emit(const std::string& root, const InstanceFact& fact);
 
   // False once an own fact did not fold (a broken invariant).
   bool Healthy() const { return healthy_.load(); }

@@ -206,6 +206,10 @@ const InstanceEnvelope& EnvelopeOf(const InstanceFact& fact) {
   return std::visit([](const auto& f) -> const InstanceEnvelope& { return f; }, fact);
 }
 
+InstanceEnvelope& EnvelopeOf(InstanceFact& fact) {
+  return std::visit([](auto& f) -> InstanceEnvelope& { return f; }, fact);
+}
+
 InstanceEvent ToInstanceEvent(const InstanceFact& fact) {
   return std::visit(
       [](const auto& typed) {

@@ -209,6 +209,7 @@ using InstanceFact =
 // The fact's type tag (its alternative's kType) and envelope.
 const char* TypeOf(const InstanceFact& fact);
 const InstanceEnvelope& EnvelopeOf(const InstanceFact& fact);
+InstanceEnvelope& EnvelopeOf(InstanceFact& fact);
 
 CloudEvent EncodeInstanceFact(const InstanceFact& fact);
 // As DecodeInstanceEvent: kCorruption for an unknown type, a newer schema or bad data.

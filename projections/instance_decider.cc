@@ -13,7 +13,8 @@ using Kind = InstanceDecision::Kind;
 
 InstanceDecision Failed(const InstanceEvent& request, int status, const char* reason,
                         std::string error) {
-  return {Kind::kFailed, FailureFact(request, {status, reason, std::move(error)}), {}};
+  return {
+      Kind::kFailed, ToInstanceEvent(FailureFact(request, {status, reason, std::move(error)})), {}};
 }
 
 // The request as its operation_started (every parameter carried on).
@@ -197,9 +198,8 @@ InstanceDecision CheckOperation(const InstanceView& state, const InstanceEvent& 
   return d;
 }
 
-InstanceEvent FailureFact(const InstanceEvent& request, const OperationFailure& failure) {
-  InstanceEvent f;
-  f.type = event_type::kOperationFailed;
+OperationFailed FailureFact(const InstanceEvent& request, const OperationFailure& failure) {
+  OperationFailed f;
   f.actor = request.actor;
   f.request_id = request.request_id;
   f.root = request.root;

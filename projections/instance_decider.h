@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "events/instance_events.h"
+#include "events/instance_facts.h"
 #include "projections/applied_offsets.h"
 #include "projections/decoded_cache.h"
 #include "projections/instance_projection.h"
@@ -60,7 +61,7 @@ struct OperationFailure {
 
 // The operation_failed fact that ends `request`'s operation (`request`: its operation_requested
 // or operation_started).
-InstanceEvent FailureFact(const InstanceEvent& request, const OperationFailure& failure);
+OperationFailed FailureFact(const InstanceEvent& request, const OperationFailure& failure);
 
 struct InstanceDecision {
   enum class Kind {
