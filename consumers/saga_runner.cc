@@ -316,7 +316,7 @@ bool SagaRunner::Emit(Saga& saga, InstanceFact fact) {
   envelope.request_id = saga.started.request_id;
   envelope.actor = saga.started.actor;
   const std::string type = TypeOf(fact);
-  if (!emitter_->Emit(saga.started.root, fact)) return false;
+  if (!emitter_->Emit(saga.started.root, std::move(fact))) return false;
   saga.steps.push_back(type);
   return true;
 }

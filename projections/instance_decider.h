@@ -114,7 +114,7 @@ class InstanceDecider {
 
   // `fact`, acknowledged by Kafka at `partition`/`offset` of dcm.instances: the state now
   // includes it. kInternal: a fact the fold refuses (a broken invariant of this worker).
-  Status Apply(const InstanceEvent& fact, int32_t partition, int64_t offset);
+  Status Apply(const InstanceFact& fact, int32_t partition, int64_t offset);
 
   // What to do with `request` (an operation_requested).
   Result<InstanceDecision> Decide(const InstanceEvent& request,
@@ -140,7 +140,7 @@ class InstanceDecider {
   struct OwnFact {
     int32_t partition;
     int64_t offset;
-    InstanceEvent fact;
+    InstanceFact fact;
   };
 
   const Store* store_;

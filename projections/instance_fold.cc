@@ -335,10 +335,4 @@ Status FoldInstanceFact(const Store* store, StoreBatch& batch, DecodedCache<Saga
   return std::visit(fold, fact);
 }
 
-Status FoldInstanceFact(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas,
-                        const InstanceEvent& fact) {
-  ASSIGN_OR_RETURN(auto typed, ToInstanceFact(fact));
-  return FoldInstanceFact(store, batch, sagas, typed);
-}
-
 }  // namespace dcm

@@ -19,8 +19,5 @@ namespace dcm {
 // One Apply per alternative of InstanceFact, dispatched by std::visit (instance_fold.cc).
 Status FoldInstanceFact(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas,
                         const InstanceFact& fact);
-// The same for a flat event (the instance decider's own facts), converted by ToInstanceFact.
-Status FoldInstanceFact(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas,
-                        const InstanceEvent& fact);
 
 }  // namespace dcm
