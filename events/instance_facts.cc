@@ -21,31 +21,25 @@ Bind(M C::*, M InstanceEvent::*) -> Bind<C, M>;
 
 using E = InstanceEvent;
 
-constexpr auto kParams = std::tuple{
-    Bind{&OperationParams::operation, &E::operation},
-    Bind{&OperationParams::catalog_item_instance_id, &E::catalog_item_instance_id},
-    Bind{&OperationParams::resource_id, &E::resource_id},
-    Bind{&OperationParams::old_resource_id, &E::old_resource_id},
-    Bind{&OperationParams::new_resource_id, &E::new_resource_id},
-    Bind{&OperationParams::instance_id, &E::instance_id},
-    Bind{&OperationParams::provider_name, &E::provider_name},
-    Bind{&OperationParams::service_type, &E::service_type},
-    Bind{&OperationParams::display_name, &E::display_name},
-    Bind{&OperationParams::spec, &E::spec},
-    Bind{&OperationParams::deferred, &E::deferred},
-    Bind{&OperationParams::force, &E::force},
+constexpr auto kIds = std::tuple{
+    Bind{&OperationIds::operation, &E::operation},
+    Bind{&OperationIds::catalog_item_instance_id, &E::catalog_item_instance_id},
+    Bind{&OperationIds::resource_id, &E::resource_id},
+    Bind{&OperationIds::old_resource_id, &E::old_resource_id},
+    Bind{&OperationIds::new_resource_id, &E::new_resource_id},
+    Bind{&OperationIds::instance_id, &E::instance_id},
+    Bind{&OperationIds::provider_name, &E::provider_name},
 };
 
-constexpr auto kEnd = std::tuple{
-    Bind{&OperationEnd::operation, &E::operation},
-    Bind{&OperationEnd::catalog_item_instance_id, &E::catalog_item_instance_id},
-    Bind{&OperationEnd::resource_id, &E::resource_id},
-    Bind{&OperationEnd::old_resource_id, &E::old_resource_id},
-    Bind{&OperationEnd::new_resource_id, &E::new_resource_id},
-    Bind{&OperationEnd::instance_id, &E::instance_id},
-    Bind{&OperationEnd::provider_name, &E::provider_name},
-    Bind{&OperationEnd::http_status, &E::http_status},
-};
+constexpr auto kParams =
+    std::tuple_cat(kIds, std::tuple{Bind{&OperationParams::service_type, &E::service_type},
+                                    Bind{&OperationParams::display_name, &E::display_name},
+                                    Bind{&OperationParams::spec, &E::spec},
+                                    Bind{&OperationParams::deferred, &E::deferred},
+                                    Bind{&OperationParams::force, &E::force}});
+
+constexpr auto kEnd =
+    std::tuple_cat(kIds, std::tuple{Bind{&OperationEnd::http_status, &E::http_status}});
 
 constexpr auto kSpInstance = std::tuple{
     Bind{&SpInstanceFact::resource_id, &E::resource_id},

@@ -33,8 +33,14 @@ struct InstanceEnvelope {
   bool operator==(const InstanceEnvelope&) const = default;
 };
 
-// The parameters of an operation request, carried on by its operation_started.
-struct OperationParams : InstanceEnvelope {
+// A type whose data is all its base's: `Base` tagged with `Type`.
+template <typename Base, const char* Type>
+struct Tagged : Base {
+  static constexpr const char* kType = Type;
+};
+
+// What every operation event names: the operation and the entities it is about.
+struct OperationIds : InstanceEnvelope {
   std::string operation;
   std::string catalog_item_instance_id;
   std::string resource_id;
@@ -42,6 +48,11 @@ struct OperationParams : InstanceEnvelope {
   std::string new_resource_id;
   std::string instance_id;
   std::string provider_name;
+  bool operator==(const OperationIds&) const = default;
+};
+
+// The parameters of an operation request, carried on by its operation_started.
+struct OperationParams : OperationIds {
   std::string service_type;
   std::string display_name;
   std::string spec;
@@ -50,29 +61,16 @@ struct OperationParams : InstanceEnvelope {
   bool operator==(const OperationParams&) const = default;
 };
 
-struct OperationRequested : OperationParams {
-  static constexpr const char* kType = event_type::kOperationRequested;
-};
-struct OperationStarted : OperationParams {
-  static constexpr const char* kType = event_type::kOperationStarted;
-};
+using OperationRequested = Tagged<OperationParams, event_type::kOperationRequested>;
+using OperationStarted = Tagged<OperationParams, event_type::kOperationStarted>;
 
 // The end of an operation: its entity ids and the HTTP answer.
-struct OperationEnd : InstanceEnvelope {
-  std::string operation;
-  std::string catalog_item_instance_id;
-  std::string resource_id;
-  std::string old_resource_id;
-  std::string new_resource_id;
-  std::string instance_id;
-  std::string provider_name;
+struct OperationEnd : OperationIds {
   int http_status = 0;
   bool operator==(const OperationEnd&) const = default;
 };
 
-struct OperationCompleted : OperationEnd {
-  static constexpr const char* kType = event_type::kOperationCompleted;
-};
+using OperationCompleted = Tagged<OperationEnd, event_type::kOperationCompleted>;
 struct OperationFailed : OperationEnd {
   static constexpr const char* kType = event_type::kOperationFailed;
   std::string reason;
@@ -126,9 +124,7 @@ struct InstanceCreateFailed : SpInstanceFact {
   std::string error;
   bool operator==(const InstanceCreateFailed&) const = default;
 };
-struct InstanceDeleted : SpInstanceFact {
-  static constexpr const char* kType = event_type::kInstanceDeleted;
-};
+using InstanceDeleted = Tagged<SpInstanceFact, event_type::kInstanceDeleted>;
 struct InstanceDeleteFailed : SpInstanceFact {
   static constexpr const char* kType = event_type::kInstanceDeleteFailed;
   std::string error;
@@ -155,20 +151,14 @@ struct CleanupEnqueued : CleanupFact {
   int64_t requested_at_ms = 0;
   bool operator==(const CleanupEnqueued&) const = default;
 };
-struct CleanupParked : CleanupFact {
-  static constexpr const char* kType = event_type::kCleanupParked;
-};
+using CleanupParked = Tagged<CleanupFact, event_type::kCleanupParked>;
 struct CleanupAttempted : CleanupFact {
   static constexpr const char* kType = event_type::kCleanupAttempted;
   std::string outcome;  // "deleted" | "gone" | "failed"
   bool operator==(const CleanupAttempted&) const = default;
 };
-struct CleanupFailed : CleanupFact {
-  static constexpr const char* kType = event_type::kCleanupFailed;
-};
-struct CleanupRetried : CleanupFact {
-  static constexpr const char* kType = event_type::kCleanupRetried;
-};
+using CleanupFailed = Tagged<CleanupFact, event_type::kCleanupFailed>;
+using CleanupRetried = Tagged<CleanupFact, event_type::kCleanupRetried>;
 
 struct CatalogItemInstanceCreated : InstanceEnvelope {
   static constexpr const char* kType = event_type::kCatalogItemInstanceCreated;
