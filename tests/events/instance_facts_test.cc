@@ -60,6 +60,36 @@ TEST(InstanceFactsTest, EveryCatalogueTypeConvertsToTheAlternativeTaggedWithIt) 
   }
 }
 
+// The saga record stores the operation_started as the flat event: every parameter a request can
+// carry survives the typed fold's round trip, so the stored bytes stay as they were.
+TEST(InstanceFactsTest, AnOperationStartedKeepsEveryParameterOfItsRequest) {
+  InstanceEvent flat;
+  flat.type = event_type::kOperationStarted;
+  flat.event_id = "e-1";
+  flat.source = "dcm/test";
+  flat.subject = "root-1";
+  flat.time_ms = 1700000000000;
+  flat.actor = "alice";
+  flat.request_id = "req-1";
+  flat.root = "root-1";
+  flat.operation = OperationName(Operation::kRehydrateCatalogItemInstance);
+  flat.catalog_item_instance_id = "c-1";
+  flat.resource_id = "res-1";
+  flat.old_resource_id = "res-0";
+  flat.new_resource_id = "res-2";
+  flat.instance_id = "i-1";
+  flat.provider_name = "p-1";
+  flat.service_type = "vm";
+  flat.display_name = "web";
+  flat.spec = R"({"cpu":2})";
+  flat.deferred = true;
+  flat.force = true;
+  auto fact = ToInstanceFact(flat);
+  ASSERT_TRUE(fact.has_value());
+  ASSERT_TRUE(std::holds_alternative<OperationStarted>(*fact));
+  EXPECT_EQ(ToInstanceEvent(*fact), flat);
+}
+
 TEST(InstanceFactsTest, AnUnknownTypeDoesNotConvert) {
   InstanceEvent flat;
   flat.type = "dcm.instance.unknown";
