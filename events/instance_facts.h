@@ -8,7 +8,8 @@
 // The wire codec is the flat one (EncodeInstanceEvent / DecodeInstanceEvent and their kFields
 // table), so the JSON is byte-identical; DecodeInstanceFact picks the alternative through one
 // table keyed by kType. ToInstanceEvent / ToInstanceFact convert for code that still works on
-// the flat InstanceEvent (the producers: saga runner, cleanup worker, decider, handlers).
+// the flat InstanceEvent: operation requests (HTTP handlers, the instance worker's intake, the
+// decider's rules and decisions), the saga record's `started`, the projection's waiters.
 #pragma once
 
 #include <cstdint>
