@@ -161,23 +161,24 @@ void CopyOut(const T& typed, const Fields& fields, InstanceEvent& flat) {
   std::apply([&](const auto&... f) { ((flat.*f.flat = typed.*f.typed), ...); }, fields);
 }
 
+// Moves the fields out of `flat` (each member is read once).
 template <typename T, typename Fields>
-void CopyIn(const InstanceEvent& flat, const Fields& fields, T& typed) {
-  std::apply([&](const auto&... f) { ((typed.*f.typed = flat.*f.flat), ...); }, fields);
+void MoveIn(InstanceEvent& flat, const Fields& fields, T& typed) {
+  std::apply([&](const auto&... f) { ((typed.*f.typed = std::move(flat.*f.flat)), ...); }, fields);
 }
 
 template <typename T>
-InstanceFact FromFlat(const InstanceEvent& flat) {
+InstanceFact FromFlat(InstanceEvent&& flat) {
   T typed;
-  CopyIn(flat, kEnvelope, typed);
-  CopyIn(flat, kFieldsOf<T>, typed);
+  MoveIn(flat, kEnvelope, typed);
+  MoveIn(flat, kFieldsOf<T>, typed);
   return typed;
 }
 
 // The decode table: one row per alternative, keyed by its kType.
 struct Alternative {
   const char* type;
-  InstanceFact (*from_flat)(const InstanceEvent&);
+  InstanceFact (*from_flat)(InstanceEvent&&);
 };
 
 template <size_t... I>
@@ -217,11 +218,15 @@ InstanceEvent ToInstanceEvent(const InstanceFact& fact) {
       fact);
 }
 
-Result<InstanceFact> ToInstanceFact(const InstanceEvent& event) {
+Result<InstanceFact> ToInstanceFact(InstanceEvent&& event) {
   for (const auto& alternative : kAlternatives) {
-    if (event.type == alternative.type) return alternative.from_flat(event);
+    if (event.type == alternative.type) return alternative.from_flat(std::move(event));
   }
   return MakeError(ErrorCode::kCorruption, "not an instance event: " + event.type);
+}
+
+Result<InstanceFact> ToInstanceFact(const InstanceEvent& event) {
+  return ToInstanceFact(InstanceEvent(event));
 }
 
 CloudEvent EncodeInstanceFact(const InstanceFact& fact) {
@@ -230,7 +235,7 @@ CloudEvent EncodeInstanceFact(const InstanceFact& fact) {
 
 Result<InstanceFact> DecodeInstanceFact(const CloudEvent& event) {
   ASSIGN_OR_RETURN(auto flat, DecodeInstanceEvent(event));
-  return ToInstanceFact(flat);
+  return ToInstanceFact(std::move(flat));
 }
 
 }  // namespace dcm

@@ -210,6 +210,7 @@ Result<InstanceFact> DecodeInstanceFact(const CloudEvent& event);
 // type; fields its type does not carry are dropped.
 InstanceEvent ToInstanceEvent(const InstanceFact& fact);
 Result<InstanceFact> ToInstanceFact(const InstanceEvent& event);
+Result<InstanceFact> ToInstanceFact(InstanceEvent&& event);  // moves the fields out
 
 // std::visit helper: Overloaded{[](const A&) {...}, [](const B&) {...}}.
 template <typename... F>
