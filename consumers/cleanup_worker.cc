@@ -92,9 +92,8 @@ void CleanupWorker::RunCycle() {
 
 std::optional<FactEmitter::Sent> CleanupWorker::Park(const CleanupRecord& r, bool known,
                                                      HealthStatus health) {
-  InstanceEvent parked;
+  CleanupParked parked;
   parked.actor = kCleanupActor;
-  parked.type = event_type::kCleanupParked;
   parked.instance_id = r.instance_id;
   parked.provider_name = r.provider_name;
   parked.status = kCleanupPendingProvider;
@@ -123,9 +122,8 @@ void CleanupWorker::Attempt(const CleanupRecord& r) {
   auto provider = registry_->Get(r.provider_id);
   if (!provider || !*provider) return;  // deregistered meanwhile: parked next cycle
   auto reply = sp_->DeleteInstance((*provider)->spec.endpoint, r.instance_id);
-  InstanceEvent attempt;
+  CleanupAttempted attempt;
   attempt.actor = kCleanupActor;
-  attempt.type = event_type::kCleanupAttempted;
   attempt.instance_id = r.instance_id;
   attempt.provider_name = r.provider_name;
   attempt.provider_id = r.provider_id;
@@ -151,10 +149,9 @@ void CleanupWorker::Attempt(const CleanupRecord& r) {
 }
 
 // The last retry failed: the record is FAILED until an operator retries it.
-void CleanupWorker::Alert(const CleanupRecord& r, const InstanceEvent& attempt) {
-  InstanceEvent alert;
+void CleanupWorker::Alert(const CleanupRecord& r, const CleanupAttempted& attempt) {
+  CleanupFailed alert;
   alert.actor = kCleanupActor;
-  alert.type = event_type::kCleanupFailed;
   alert.instance_id = r.instance_id;
   alert.provider_name = r.provider_name;
   alert.retry_count = attempt.retry_count;
@@ -165,7 +162,7 @@ void CleanupWorker::Alert(const CleanupRecord& r, const InstanceEvent& attempt) 
           "msg=\"cleanup FAILED; needs an operator (POST /cleanup-queue/{}:retry)\" "
           "instance_id={} provider={} retries={} error=\"{}\"",
           r.instance_id, r.instance_id, r.provider_name, alert.retry_count, alert.error);
-  emitter_->Emit(r.root, std::move(alert));
+  emitter_->Emit(r.root, alert);
 }
 
 }  // namespace dcm

@@ -56,7 +56,7 @@ class CleanupWorker {
   // Queues one DELETE attempt on the pool; false if one runs already for the record.
   bool Submit(const CleanupRecord& r);
   void Attempt(const CleanupRecord& r);
-  void Alert(const CleanupRecord& r, const InstanceEvent& attempt);
+  void Alert(const CleanupRecord& r, const CleanupAttempted& attempt);
 
   CleanupOptions options_;
   const InstanceView* instances_;

@@ -41,14 +41,15 @@ std::set<int32_t> FactEmitter::Owned() const {
   return owned_;
 }
 
-FactEmitter::Sent FactEmitter::Produce(const std::string& root, InstanceEvent fact) {
-  fact.root = root;
-  fact.source = options_.source;
-  fact.time_ms = clock_->NowMillis();
+FactEmitter::Sent FactEmitter::Produce(const std::string& root, InstanceFact fact) {
+  InstanceEnvelope& envelope = EnvelopeOf(fact);
+  envelope.root = root;
+  envelope.source = options_.source;
+  envelope.time_ms = clock_->NowMillis();
   auto promise = std::make_shared<std::promise<Result<KafkaPosition>>>();
   Sent sent{promise->get_future(), std::move(fact)};
   producer_->Produce(
-      options_.instances_topic, root, EncodeCloudEvent(EncodeInstanceEvent(sent.fact)),
+      options_.instances_topic, root, EncodeCloudEvent(EncodeInstanceFact(sent.fact)),
       {{"content-type", std::string(kCloudEventsContentType)}},
       [promise](Result<KafkaPosition> delivered) { promise->set_value(std::move(delivered)); },
       PartitionOf(root));
@@ -61,14 +62,14 @@ Status FactEmitter::Fold(Sent& sent) {
   if (auto folded = decider_->Apply(sent.fact, delivered->partition, delivered->offset); !folded) {
     Logger("instance-worker")
         ->error("msg=\"own fact not applied to the decision state\" type={} error=\"{}\"",
-                sent.fact.type, folded.error().message);
+                TypeOf(sent.fact), folded.error().message);
     healthy_ = false;
   }
   return OkStatus();
 }
 
 std::optional<FactEmitter::Sent> FactEmitter::EmitAsync(const std::string& root,
-                                                        const InstanceEvent& fact) {
+                                                        const InstanceFact& fact) {
   std::shared_lock lock(own_mu_);
   if (!owned_.count(PartitionOf(root))) return std::nullopt;
   return Produce(root, fact);
@@ -77,19 +78,19 @@ std::optional<FactEmitter::Sent> FactEmitter::EmitAsync(const std::string& root,
 bool FactEmitter::Acknowledged(Sent sent) {
   if (auto status = Fold(sent); !status) {
     Logger("instance-worker")
-        ->warn("msg=\"fact not acknowledged\" type={} root={} error=\"{}\"", sent.fact.type,
-               sent.fact.root, status.error().message);
+        ->warn("msg=\"fact not acknowledged\" type={} root={} error=\"{}\"", TypeOf(sent.fact),
+               EnvelopeOf(sent.fact).root, status.error().message);
     return false;
   }
-  if (!options_.crash_after_fact.empty() && sent.fact.type == options_.crash_after_fact) {
-    Logger("instance-worker")->warn("msg=\"crash injection: SIGKILL after {}\"", sent.fact.type);
+  if (!options_.crash_after_fact.empty() && TypeOf(sent.fact) == options_.crash_after_fact) {
+    Logger("instance-worker")->warn("msg=\"crash injection: SIGKILL after {}\"", TypeOf(sent.fact));
     raise(SIGKILL);
   }
   return true;
 }
 
-bool FactEmitter::Emit(const std::string& root, InstanceEvent fact) {
-  fact.root = root;
+bool FactEmitter::Emit(const std::string& root, InstanceFact fact) {
+  EnvelopeOf(fact).root = root;
   auto sent = EmitAsync(root, fact);
   return sent && Acknowledged(std::move(*sent));
 }

@@ -20,6 +20,7 @@
 
 #include "consumers/kafka.h"
 #include "events/instance_events.h"
+#include "events/instance_facts.h"
 #include "projections/instance_decider.h"
 #include "src/common/clock.h"
 
@@ -38,7 +39,7 @@ class FactEmitter {
   // A fact handed to the producer and its delivery report.
   struct Sent {
     std::future<Result<KafkaPosition>> ack;
-    InstanceEvent fact;  // as produced (root, source, time filled in)
+    InstanceFact fact;  // as produced (root, source, time filled in)
   };
 
   FactEmitter(FactEmitterOptions options, Producer* producer, InstanceDecider* decider,
@@ -58,15 +59,15 @@ class FactEmitter {
 
   // Produces `fact` on `root`'s partition whether or not this instance owns it (intake checks
   // ownership per message).
-  Sent Produce(const std::string& root, InstanceEvent fact);
+  Sent Produce(const std::string& root, InstanceFact fact);
   // Waits for `sent`'s ack and folds the fact into the decider.
   Status Fold(Sent& sent);
   // Produces `fact` if this instance owns `root` (nullopt otherwise).
-  std::optional<Sent> EmitAsync(const std::string& root, const InstanceEvent& fact);
+  std::optional<Sent> EmitAsync(const std::string& root, const InstanceFact& fact);
   // Waits for the ack, folds it, fires the crash hook. False if Kafka did not acknowledge.
   bool Acknowledged(Sent sent);
   // EmitAsync + Acknowledged.
-  bool Emit(const std::string& root, InstanceEvent fact);
+  bool Emit(const std::string& root, InstanceFact fact);
 
   // False once an own fact did not fold (a broken invariant).
   bool Healthy() const { return healthy_.load(); }

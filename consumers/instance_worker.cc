@@ -180,7 +180,8 @@ Status InstanceWorker::Intake(const std::vector<KafkaMessage>& messages) {
       batch[request->root] = request->request_id;
     }
     if (decision.kind == Kind::kFailed || decision.kind == Kind::kStarted) {
-      sent.push_back(emitter_.Produce(request->root, std::move(decision.fact)));
+      ASSIGN_OR_RETURN(auto fact, ToInstanceFact(decision.fact));
+      sent.push_back(emitter_.Produce(request->root, std::move(fact)));
     }
     if (decision.kind == Kind::kResume || decision.kind == Kind::kStarted) {
       to_run.push_back(std::move(decision.saga));

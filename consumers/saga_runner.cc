@@ -164,8 +164,7 @@ bool SagaRunner::Place(Saga& saga, const SagaStep& step) {
     pending_load_[step.target] = p.id;
   }
   saga.placed_resource_id = step.target;
-  InstanceEvent placed;
-  placed.type = event_type::kResourcePlaced;
+  ResourcePlaced placed;
   placed.resource_id = step.target;
   placed.catalog_item_instance_id = saga.started.catalog_item_instance_id;
   placed.old_resource_id = step.old_resource_id;
@@ -208,12 +207,12 @@ bool SagaRunner::CreateOnProvider(Saga& saga, const std::string& instance_id) {
     reply = ports_.sp->CreateInstance((*provider)->spec.endpoint, instance_id, saga.spec);
   // An SP that already has this id answers 409: the create of an earlier attempt landed.
   const bool created = reply && (Is2xx(reply->http_status) || reply->http_status == 409);
-  InstanceEvent fact;
-  fact.instance_id = instance_id;
-  fact.provider_name = saga.provider_name;
-  fact.http_status = reply ? reply->http_status : 0;
+  const int http_status = reply ? reply->http_status : 0;
   if (created) {
-    fact.type = event_type::kInstanceCreated;
+    InstanceCreated fact;
+    fact.instance_id = instance_id;
+    fact.provider_name = saga.provider_name;
+    fact.http_status = http_status;
     fact.provider_id = saga.provider_id;
     fact.service_type = (*provider)->spec.service_type;
     fact.spec = saga.spec;
@@ -222,7 +221,10 @@ bool SagaRunner::CreateOnProvider(Saga& saga, const std::string& instance_id) {
     Unreserve(instance_id);  // the state counts it now
     return emitted;
   }
-  fact.type = event_type::kInstanceCreateFailed;
+  InstanceCreateFailed fact;
+  fact.instance_id = instance_id;
+  fact.provider_name = saga.provider_name;
+  fact.http_status = http_status;
   fact.error = DescribeSpReply(reply);
   const std::string error = "provider '" + saga.provider_name + "' did not create instance '" +
                             instance_id + "': " + fact.error;
@@ -253,8 +255,7 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
                                     known ? "not contacted" : "provider is no longer registered");
   if (call) reply = ports_.sp->DeleteInstance((*provider)->spec.endpoint, instance_id);
   if (reply && (Is2xx(reply->http_status) || reply->http_status == 404)) {
-    InstanceEvent deleted;
-    deleted.type = event_type::kInstanceDeleted;
+    InstanceDeleted deleted;
     deleted.instance_id = instance_id;
     deleted.provider_name = si.provider_name;
     deleted.provider_id = si.provider_id;
@@ -262,8 +263,7 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
     return Emit(saga, std::move(deleted));
   }
   if (mode != DeleteMode::kDirect) {
-    InstanceEvent queued;
-    queued.type = event_type::kCleanupEnqueued;
+    CleanupEnqueued queued;
     queued.instance_id = instance_id;
     queued.provider_name = si.provider_name;
     queued.provider_id = si.provider_id;
@@ -271,8 +271,7 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
     queued.requested_at_ms = ports_.clock->NowMillis();
     return Emit(saga, std::move(queued));
   }
-  InstanceEvent failed;
-  failed.type = event_type::kInstanceDeleteFailed;
+  InstanceDeleteFailed failed;
   failed.instance_id = instance_id;
   failed.provider_name = si.provider_name;
   failed.http_status = reply ? reply->http_status : 0;
@@ -285,8 +284,14 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
 }
 
 bool SagaRunner::Record(Saga& saga, const SagaStep& step) {
-  InstanceEvent fact = step.fact;
-  if (step.with_provider) fact.provider_name = saga.provider_name;
+  InstanceFact fact = step.fact;
+  if (step.with_provider) {
+    std::visit(
+        [&](auto& f) {
+          if constexpr (requires { f.provider_name; }) f.provider_name = saga.provider_name;
+        },
+        fact);
+  }
   return Emit(saga, std::move(fact));
 }
 
@@ -306,10 +311,11 @@ bool SagaRunner::Complete(Saga& saga) {
   return true;
 }
 
-bool SagaRunner::Emit(Saga& saga, InstanceEvent fact) {
-  fact.request_id = saga.started.request_id;
-  fact.actor = saga.started.actor;
-  const std::string type = fact.type;
+bool SagaRunner::Emit(Saga& saga, InstanceFact fact) {
+  InstanceEnvelope& envelope = EnvelopeOf(fact);
+  envelope.request_id = saga.started.request_id;
+  envelope.actor = saga.started.actor;
+  const std::string type = TypeOf(fact);
   if (!emitter_->Emit(saga.started.root, std::move(fact))) return false;
   saga.steps.push_back(type);
   return true;

@@ -77,7 +77,7 @@ class SagaRunner {
   bool Fail(Saga& saga, const OperationFailure& failure);
   bool Complete(Saga& saga);
   // Produces `fact` as a step of `saga` and records its type in saga.steps.
-  bool Emit(Saga& saga, InstanceEvent fact);
+  bool Emit(Saga& saga, InstanceFact fact);
 
   std::vector<PlacementCandidate> Candidates();
   std::optional<Provider> ProviderByName(const std::string& name);

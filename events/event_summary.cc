@@ -8,6 +8,7 @@
 
 #include "events/health_events.h"
 #include "events/instance_events.h"
+#include "events/instance_facts.h"
 #include "events/json_read.h"
 #include "events/provider_events.h"
 #include "src/common/uuid.h"
@@ -158,18 +159,23 @@ std::string SummarizeHealthChange(const CloudEvent& event) {
                      HealthStatusName(change->to), TransitionReason(change->reason));
 }
 
-std::string On(const InstanceEvent& e) {
+template <typename Fact>
+std::string On(const Fact& e) {
   return e.provider_name.empty() ? "" : " on " + e.provider_name;
 }
 
-std::string Detail(const InstanceEvent& e) { return Truncate(e.error, kMaxReasonBytes); }
+template <typename Fact>
+std::string Detail(const Fact& e) {
+  return Truncate(e.error, kMaxReasonBytes);
+}
 
-std::string HttpSuffix(const InstanceEvent& e) {
+template <typename Fact>
+std::string HttpSuffix(const Fact& e) {
   return e.http_status == 0 ? "" : fmt::format(" (HTTP {})", e.http_status);
 }
 
 // "provider 'sim-vm-0' is Unavailable" reads "provider Unavailable" after "… on sim-vm-0".
-std::string ParkReason(const InstanceEvent& e) {
+std::string ParkReason(const CleanupParked& e) {
   for (const std::string& prefix :
        {"provider '" + e.provider_name + "' is ", "provider " + e.provider_name + " is "}) {
     if (e.error.starts_with(prefix)) return "provider " + e.error.substr(prefix.size());
@@ -177,101 +183,111 @@ std::string ParkReason(const InstanceEvent& e) {
   return Detail(e);
 }
 
-std::string CleanupOf(const InstanceEvent& e) {
+std::string CleanupOf(const CleanupFact& e) {
   return "cleanup of resource " + ShortId(e.instance_id) + On(e);
 }
 
-std::string SummarizeOperation(const InstanceEvent& e) {
-  const std::string_view type = e.type;
-  const std::string target = e.catalog_item_instance_id.empty()
-                                 ? (e.resource_id.empty() ? e.instance_id : e.resource_id)
-                                 : e.catalog_item_instance_id;
-  const std::string about = target.empty() ? "" : " " + ShortId(target);
-  if (type == event_type::kOperationRequested) {
-    std::string out = "requested " + e.operation + about;
+// The id an operation is about.
+template <typename Op>
+const std::string& Target(const Op& e) {
+  return e.catalog_item_instance_id.empty()
+             ? (e.resource_id.empty() ? e.instance_id : e.resource_id)
+             : e.catalog_item_instance_id;
+}
+
+// " <short id>" of what an operation is about ("" when it names nothing).
+template <typename Op>
+std::string About(const Op& e) {
+  return Target(e).empty() ? "" : " " + ShortId(Target(e));
+}
+
+// One line per instance event type, visited (every type has one).
+struct InstanceSummary {
+  std::string operator()(const OperationRequested& e) const {
+    std::string out = "requested " + e.operation + About(e);
     if (!e.display_name.empty()) out += " (" + e.display_name + ")";
     if (e.deferred) out += " (deferred)";
     return out;
   }
-  if (type == event_type::kOperationStarted) return "started " + e.operation + about;
-  if (type == event_type::kOperationCompleted) {
-    std::string out = "completed " + e.operation + about;
-    if (!e.resource_id.empty() && e.resource_id != target) {
+  std::string operator()(const OperationStarted& e) const {
+    return "started " + e.operation + About(e);
+  }
+  std::string operator()(const OperationCompleted& e) const {
+    std::string out = "completed " + e.operation + About(e);
+    if (!e.resource_id.empty() && e.resource_id != Target(e)) {
       out += ": resource " + ShortId(e.resource_id);
     }
     return out + HttpSuffix(e);
   }
-  std::string out = e.operation + about + " failed";
-  if (!e.reason.empty()) out += ": " + e.reason;
-  if (!e.error.empty()) out += " (" + Detail(e) + ")";
-  return out;
-}
-
-std::string SummarizeCleanup(const InstanceEvent& e) {
-  const std::string_view type = e.type;
-  if (type == event_type::kCleanupEnqueued) return CleanupOf(e) + " enqueued";
-  if (type == event_type::kCleanupParked) return CleanupOf(e) + " parked: " + ParkReason(e);
-  if (type == event_type::kCleanupRetried) {
-    return CleanupOf(e) + " retried by an operator (" + e.status + ")";
+  std::string operator()(const OperationFailed& e) const {
+    std::string out = e.operation + About(e) + " failed";
+    if (!e.reason.empty()) out += ": " + e.reason;
+    if (!e.error.empty()) out += " (" + Detail(e) + ")";
+    return out;
   }
-  if (type == event_type::kCleanupFailed) {
-    return fmt::format("{} failed after {} retries: {}", CleanupOf(e), e.retry_count, Detail(e));
-  }
-  // attempted
-  if (e.outcome == "failed") {
-    return fmt::format("{} attempt failed ({}/{}): {}", CleanupOf(e), e.retry_count, e.max_retries,
-                       Detail(e));
-  }
-  if (e.outcome == "gone") return CleanupOf(e) + ": already gone on the provider";
-  return CleanupOf(e) + ": " + (e.outcome.empty() ? "attempted" : e.outcome) + HttpSuffix(e);
-}
-
-std::string SummarizeInstanceFact(const InstanceEvent& e) {
-  const std::string_view type = e.type;
-  if (type == event_type::kResourcePlaced) {
+  std::string operator()(const ResourcePlaced& e) const {
     std::string out = "placed resource " + ShortId(e.resource_id) + On(e);
     if (!e.policy.empty()) out += " (" + e.policy + " policy)";
     return out;
   }
-  if (type == event_type::kResourceDeleted) {
+  std::string operator()(const ResourceDeleted& e) const {
     return "deleted resource " + ShortId(e.resource_id) + On(e) +
            (e.deferred ? " (deferred cleanup)" : "");
   }
-  if (type == event_type::kInstanceCreated) {
+  std::string operator()(const InstanceCreated& e) const {
     std::string out = "created instance " + ShortId(e.instance_id) + On(e);
     if (!e.status.empty()) out += ": " + e.status;
     return out + HttpSuffix(e);
   }
-  if (type == event_type::kInstanceCreateFailed || type == event_type::kInstanceDeleteFailed) {
-    const char* verb = type == event_type::kInstanceCreateFailed ? "create" : "delete";
-    return fmt::format("{} of instance {}{} failed: {}", verb, ShortId(e.instance_id), On(e),
-                       Detail(e));
-  }
-  if (type == event_type::kInstanceDeleted) {
+  std::string operator()(const InstanceCreateFailed& e) const { return Failed("create", e); }
+  std::string operator()(const InstanceDeleteFailed& e) const { return Failed("delete", e); }
+  std::string operator()(const InstanceDeleted& e) const {
     return "deleted instance " + ShortId(e.instance_id) + On(e) + HttpSuffix(e);
   }
-  if (type == event_type::kCatalogItemInstanceCreated) {
+  std::string operator()(const CleanupEnqueued& e) const { return CleanupOf(e) + " enqueued"; }
+  std::string operator()(const CleanupParked& e) const {
+    return CleanupOf(e) + " parked: " + ParkReason(e);
+  }
+  std::string operator()(const CleanupRetried& e) const {
+    return CleanupOf(e) + " retried by an operator (" + e.status + ")";
+  }
+  std::string operator()(const CleanupFailed& e) const {
+    return fmt::format("{} failed after {} retries: {}", CleanupOf(e), e.retry_count, Detail(e));
+  }
+  std::string operator()(const CleanupAttempted& e) const {
+    if (e.outcome == "failed") {
+      return fmt::format("{} attempt failed ({}/{}): {}", CleanupOf(e), e.retry_count,
+                         e.max_retries, Detail(e));
+    }
+    if (e.outcome == "gone") return CleanupOf(e) + ": already gone on the provider";
+    return CleanupOf(e) + ": " + (e.outcome.empty() ? "attempted" : e.outcome) + HttpSuffix(e);
+  }
+  std::string operator()(const CatalogItemInstanceCreated& e) const {
     std::string out = "catalog item instance created";
     if (!e.display_name.empty()) out += " (" + e.display_name + ")";
     return out + ": resource " + ShortId(e.resource_id) + On(e);
   }
-  if (type == event_type::kCatalogItemInstanceRehydrated) {
+  std::string operator()(const CatalogItemInstanceRehydrated& e) const {
     return "rehydrated: resource " + ShortId(e.old_resource_id) + " replaced by " +
            ShortId(e.new_resource_id.empty() ? e.resource_id : e.new_resource_id) + On(e);
   }
-  if (type == event_type::kCatalogItemInstanceDeleted) {
+  std::string operator()(const CatalogItemInstanceDeleted& e) const {
     return "catalog item instance deleted" +
            (e.resource_id.empty() ? "" : " (resource " + ShortId(e.resource_id) + ")");
   }
-  return SummarizeCleanup(e);
-}
+
+ private:
+  template <typename Fact>
+  static std::string Failed(const char* verb, const Fact& e) {
+    return fmt::format("{} of instance {}{} failed: {}", verb, ShortId(e.instance_id), On(e),
+                       Detail(e));
+  }
+};
 
 std::string SummarizeInstanceEvent(const CloudEvent& event) {
-  auto decoded = DecodeInstanceEvent(event);
+  auto decoded = DecodeInstanceFact(event);
   if (!decoded) return Undecodable(event, decoded.error());
-  const std::string_view type = decoded->type;
-  if (type.starts_with("dcm.instance.operation_")) return SummarizeOperation(*decoded);
-  return SummarizeInstanceFact(*decoded);
+  return std::visit(InstanceSummary{}, *decoded);
 }
 
 std::string SummarizeStatus(const CloudEvent& event) {

@@ -14,9 +14,11 @@
 // resource keeps its root. Every request and fact of one root lands on one partition
 // (KeyPartition(root)), so one worker decides them in order.
 //
-// One struct carries every type: each type uses a subset of the fields (the decoder rejects an
-// event that lacks one its type requires; docs/events.md lists them); the codec writes the
-// non-empty ones. JSON-object fields (`spec`, `intent`) are kept as minified JSON text.
+// The wire codec: one flat struct carries every type: each type uses a subset of the fields (the
+// decoder rejects an event that lacks one its type requires; docs/events.md lists them); the
+// codec writes the non-empty ones. JSON-object fields (`spec`, `intent`) are kept as minified
+// JSON text. Code that handles one type at a time uses the typed view, InstanceFact
+// (events/instance_facts.h): one struct per type, encoded and decoded through this codec.
 // Catalogue with examples: docs/events.md; golden files: events/golden/.
 #pragma once
 
@@ -102,7 +104,8 @@ inline constexpr char kCleanupPending[] = "PENDING";
 inline constexpr char kCleanupPendingProvider[] = "PENDING_PROVIDER";
 inline constexpr char kCleanupFailedStatus[] = "FAILED";
 
-// The data of every instance event type, flattened. Empty string / 0 / false = absent.
+// The data of every instance event type, flattened (the wire form; InstanceFact is the typed
+// one). Empty string / 0 / false = absent.
 struct InstanceEvent {
   // Envelope.
   std::string type;

@@ -13,7 +13,8 @@ using Kind = InstanceDecision::Kind;
 
 InstanceDecision Failed(const InstanceEvent& request, int status, const char* reason,
                         std::string error) {
-  return {Kind::kFailed, FailureFact(request, {status, reason, std::move(error)}), {}};
+  return {
+      Kind::kFailed, ToInstanceEvent(FailureFact(request, {status, reason, std::move(error)})), {}};
 }
 
 // The request as its operation_started (every parameter carried on).
@@ -197,9 +198,8 @@ InstanceDecision CheckOperation(const InstanceView& state, const InstanceEvent& 
   return d;
 }
 
-InstanceEvent FailureFact(const InstanceEvent& request, const OperationFailure& failure) {
-  InstanceEvent f;
-  f.type = event_type::kOperationFailed;
+OperationFailed FailureFact(const InstanceEvent& request, const OperationFailure& failure) {
+  OperationFailed f;
   f.actor = request.actor;
   f.request_id = request.request_id;
   f.root = request.root;
@@ -269,7 +269,7 @@ InstanceDecider::InstanceDecider(const Store* store, const AppliedOffsets* appli
       view_(store, &overlay_),
       sagas_(&instance_records::DecodeSaga, 1000) {}
 
-Status InstanceDecider::Apply(const InstanceEvent& fact, int32_t partition, int64_t offset) {
+Status InstanceDecider::Apply(const InstanceFact& fact, int32_t partition, int64_t offset) {
   std::unique_lock lock(mu_);
   if (auto folded = FoldInstanceFact(store_, overlay_, sagas_, fact); !folded) {
     return MakeError(ErrorCode::kInternal, "own fact not foldable: " + folded.error().message);
@@ -302,7 +302,7 @@ bool InstanceDecider::Compact() {
   for (const auto& f : unapplied) {
     if (auto folded = FoldInstanceFact(store_, overlay_, sagas_, f.fact); !folded) {
       Logger("instance-worker")
-          ->error("msg=\"own fact not refolded\" type={} error=\"{}\"", f.fact.type,
+          ->error("msg=\"own fact not refolded\" type={} error=\"{}\"", TypeOf(f.fact),
                   folded.error().message);
     }
   }

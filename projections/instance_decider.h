@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "events/instance_events.h"
+#include "events/instance_facts.h"
 #include "projections/applied_offsets.h"
 #include "projections/decoded_cache.h"
 #include "projections/instance_projection.h"
@@ -60,7 +61,7 @@ struct OperationFailure {
 
 // The operation_failed fact that ends `request`'s operation (`request`: its operation_requested
 // or operation_started).
-InstanceEvent FailureFact(const InstanceEvent& request, const OperationFailure& failure);
+OperationFailed FailureFact(const InstanceEvent& request, const OperationFailure& failure);
 
 struct InstanceDecision {
   enum class Kind {
@@ -113,7 +114,7 @@ class InstanceDecider {
 
   // `fact`, acknowledged by Kafka at `partition`/`offset` of dcm.instances: the state now
   // includes it. kInternal: a fact the fold refuses (a broken invariant of this worker).
-  Status Apply(const InstanceEvent& fact, int32_t partition, int64_t offset);
+  Status Apply(const InstanceFact& fact, int32_t partition, int64_t offset);
 
   // What to do with `request` (an operation_requested).
   Result<InstanceDecision> Decide(const InstanceEvent& request,
@@ -139,7 +140,7 @@ class InstanceDecider {
   struct OwnFact {
     int32_t partition;
     int64_t offset;
-    InstanceEvent fact;
+    InstanceFact fact;
   };
 
   const Store* store_;

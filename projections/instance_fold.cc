@@ -1,6 +1,8 @@
 #include "projections/instance_fold.h"
 
 #include <algorithm>
+#include <string>
+#include <variant>
 
 #include "projections/instance_records.h"
 
@@ -9,41 +11,34 @@ namespace {
 
 using namespace instance_records;  // NOLINT(google-build-using-namespace): this file's records
 
+// One Apply per fact type, called through std::visit: a type without one does not compile.
 class Fold {
  public:
-  Fold(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas, const InstanceEvent& e)
-      : store_(store), batch_(batch), sagas_(sagas), e_(e) {}
+  Fold(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas)
+      : store_(store), batch_(batch), sagas_(sagas) {}
 
-  Status Run() {
-    const std::string& t = e_.type;
-    if (t == event_type::kOperationStarted) return Started();
-    if (t == event_type::kOperationCompleted || t == event_type::kOperationFailed) {
-      return Finished();
-    }
-    RETURN_IF_ERROR(RecordStep());
-    if (t == event_type::kResourcePlaced) return ResourcePlaced();
-    if (t == event_type::kResourceDeleted) return ResourceDeleted();
-    if (t == event_type::kInstanceCreated) return InstanceCreated();
-    if (t == event_type::kInstanceCreateFailed) return InstanceCreateFailed();
-    if (t == event_type::kInstanceDeleted) return InstanceDeleted(e_.instance_id);
-    if (t == event_type::kInstanceDeleteFailed) return OkStatus();
-    if (t == event_type::kCleanupEnqueued) return CleanupEnqueued();
-    if (t == event_type::kCleanupParked) return CleanupParked();
-    if (t == event_type::kCleanupAttempted) return CleanupAttempted();
-    if (t == event_type::kCleanupFailed) return CleanupFailed();
-    if (t == event_type::kCleanupRetried) return CleanupRetried();
-    if (t == event_type::kCatalogItemInstanceCreated) return CatalogItemInstanceCreated();
-    if (t == event_type::kCatalogItemInstanceRehydrated) return CatalogItemInstanceRehydrated();
-    if (t == event_type::kCatalogItemInstanceDeleted) return CatalogItemInstanceDeleted();
-    return MakeError(ErrorCode::kCorruption, "not an instance fact: " + t);
+  // Not a fact (it belongs on dcm.instance-requests).
+  Status operator()(const OperationRequested& e) {
+    return MakeError(ErrorCode::kCorruption, std::string("not an instance fact: ") + e.kType);
+  }
+  Status operator()(const OperationStarted& e) { return Started(e); }
+  Status operator()(const OperationCompleted& e) { return Finished(e); }
+  Status operator()(const OperationFailed& e) { return Finished(e); }
+
+  // Every other fact is first remembered as a step of the saga in progress on its root.
+  template <typename Fact>
+  Status operator()(const Fact& e) {
+    RETURN_IF_ERROR(RecordStep(e));
+    return Apply(e);
   }
 
  private:
   // The id a fact is keyed by must be there (the codec checks required fields; this keeps a
   // codec gap from writing an "in/r/" key).
-  Status Require(const std::string& value, const char* field) const {
+  template <typename Fact>
+  static Status Require(const Fact&, const std::string& value, const char* field) {
     if (value.empty()) {
-      return MakeError(ErrorCode::kCorruption, e_.type + " without " + field);
+      return MakeError(ErrorCode::kCorruption, std::string(Fact::kType) + " without " + field);
     }
     return OkStatus();
   }
@@ -64,127 +59,138 @@ class Fold {
     return *saga;
   }
 
-  void PutSaga(Saga saga) {
+  void PutSaga(const std::string& root, Saga saga) {
     std::string json = EncodeSaga(saga);
-    batch_.Put(Key(kSagaKey, e_.root), json);
-    sagas_.Written(e_.root, std::move(json), std::move(saga));
+    batch_.Put(Key(kSagaKey, root), json);
+    sagas_.Written(root, std::move(json), std::move(saga));
   }
 
-  Status Started() {
-    RETURN_IF_ERROR(Require(e_.root, "root"));
-    RETURN_IF_ERROR(Require(e_.request_id, "request_id"));
+  Status Started(const OperationStarted& e) {
+    RETURN_IF_ERROR(Require(e, e.root, "root"));
+    RETURN_IF_ERROR(Require(e, e.request_id, "request_id"));
     // A duplicate after the operation ended must not bring its saga back.
-    ASSIGN_OR_RETURN(auto outcome, store_->Get(Key(kOutcomeKey, e_.request_id), &batch_));
+    ASSIGN_OR_RETURN(auto outcome, store_->Get(Key(kOutcomeKey, e.request_id), &batch_));
     if (outcome) return OkStatus();
-    ASSIGN_OR_RETURN(auto saga, SagaOf(e_.root));
-    if (saga && saga->started.request_id == e_.request_id) return OkStatus();
+    ASSIGN_OR_RETURN(auto saga, SagaOf(e.root));
+    if (saga && saga->started.request_id == e.request_id) return OkStatus();
     Saga started;
-    started.started = e_;
-    PutSaga(std::move(started));
+    started.started = ToInstanceEvent(e);
+    PutSaga(e.root, std::move(started));
     return OkStatus();
   }
 
-  Status Finished() {
-    RETURN_IF_ERROR(Require(e_.request_id, "request_id"));
-    if (!e_.root.empty()) {
-      ASSIGN_OR_RETURN(auto saga, SagaOf(e_.root));
-      if (saga && saga->started.request_id == e_.request_id) {
-        batch_.Delete(Key(kSagaKey, e_.root));
-        sagas_.Forget(e_.root);
+  template <typename Fact>
+  Status Finished(const Fact& e) {
+    RETURN_IF_ERROR(Require(e, e.request_id, "request_id"));
+    if (!e.root.empty()) {
+      ASSIGN_OR_RETURN(auto saga, SagaOf(e.root));
+      if (saga && saga->started.request_id == e.request_id) {
+        batch_.Delete(Key(kSagaKey, e.root));
+        sagas_.Forget(e.root);
       }
     }
-    batch_.Put(Key(kOutcomeKey, e_.request_id), e_.type);
+    batch_.Put(Key(kOutcomeKey, e.request_id), Fact::kType);
     return OkStatus();
+  }
+
+  // What a step adds to its saga beyond its type: the placement.
+  static void Remember(const InstanceEnvelope&, Saga&) {}
+  static void Remember(const ResourcePlaced& e, Saga& saga) {
+    saga.placed_resource_id = e.resource_id;
+    saga.provider_name = e.provider_name;
+    saga.provider_id = e.provider_id;
+    saga.spec = e.spec;
   }
 
   // A fact of the saga in progress on its root: remember it as a step.
-  Status RecordStep() {
-    if (e_.request_id.empty() || e_.root.empty()) return OkStatus();
-    ASSIGN_OR_RETURN(auto saga, SagaOf(e_.root));
-    if (!saga || saga->started.request_id != e_.request_id) return OkStatus();
+  template <typename Fact>
+  Status RecordStep(const Fact& e) {
+    if (e.request_id.empty() || e.root.empty()) return OkStatus();
+    ASSIGN_OR_RETURN(auto saga, SagaOf(e.root));
+    if (!saga || saga->started.request_id != e.request_id) return OkStatus();
     Saga updated = *saga;
-    if (!updated.Has(e_.type)) updated.steps.push_back(e_.type);
-    if (e_.type == event_type::kResourcePlaced) {
-      updated.placed_resource_id = e_.resource_id;
-      updated.provider_name = e_.provider_name;
-      updated.provider_id = e_.provider_id;
-      updated.spec = e_.spec;
-    }
-    if (updated != *saga) PutSaga(std::move(updated));
+    if (!updated.Has(Fact::kType)) updated.steps.push_back(Fact::kType);
+    Remember(e, updated);
+    if (updated != *saga) PutSaga(e.root, std::move(updated));
     return OkStatus();
   }
 
-  Status ResourcePlaced() {
-    RETURN_IF_ERROR(Require(e_.resource_id, "resource_id"));
-    const std::string key = Key(kResourceKey, e_.resource_id);
+  Status Apply(const ResourcePlaced& e) {
+    RETURN_IF_ERROR(Require(e, e.resource_id, "resource_id"));
+    const std::string key = Key(kResourceKey, e.resource_id);
     ASSIGN_OR_RETURN(auto stored, store_->Get(key, &batch_));
     if (stored) return OkStatus();
     Resource r;
-    r.id = e_.resource_id;
-    r.root = e_.root;
-    r.catalog_item_instance_id = e_.catalog_item_instance_id;
-    r.provider_name = e_.provider_name;
-    r.provider_id = e_.provider_id;
-    r.service_type = e_.service_type;
-    if (!e_.intent.empty()) r.intent = e_.intent;
-    if (!e_.spec.empty()) r.spec = e_.spec;
-    r.policy = e_.policy;
+    r.id = e.resource_id;
+    r.root = e.root;
+    r.catalog_item_instance_id = e.catalog_item_instance_id;
+    r.provider_name = e.provider_name;
+    r.provider_id = e.provider_id;
+    r.service_type = e.service_type;
+    if (!e.intent.empty()) r.intent = e.intent;
+    if (!e.spec.empty()) r.spec = e.spec;
+    r.policy = e.policy;
     r.status = kPlacedStatus;
-    r.create_time_ms = e_.time_ms;
-    r.update_time_ms = e_.time_ms;
+    r.create_time_ms = e.time_ms;
+    r.update_time_ms = e.time_ms;
     batch_.Put(key, EncodeResource(r));
     return OkStatus();
   }
 
-  Status ResourceDeleted() {
-    RETURN_IF_ERROR(Require(e_.resource_id, "resource_id"));
-    batch_.Delete(Key(kResourceKey, e_.resource_id));
+  Status Apply(const ResourceDeleted& e) {
+    RETURN_IF_ERROR(Require(e, e.resource_id, "resource_id"));
+    batch_.Delete(Key(kResourceKey, e.resource_id));
     return OkStatus();
   }
 
-  Status InstanceCreated() {
-    RETURN_IF_ERROR(Require(e_.instance_id, "instance_id"));
-    const std::string key = Key(kInstanceKey, e_.instance_id);
+  Status Apply(const InstanceCreated& e) {
+    RETURN_IF_ERROR(Require(e, e.instance_id, "instance_id"));
+    const std::string key = Key(kInstanceKey, e.instance_id);
     ASSIGN_OR_RETURN(auto stored, store_->Get(key, &batch_));
     if (!stored) {
       ServiceTypeInstance s;
-      s.id = e_.instance_id;
-      s.root = e_.root;
-      s.provider_name = e_.provider_name;
-      s.provider_id = e_.provider_id;
-      s.service_type = e_.service_type;
-      if (!e_.spec.empty()) s.spec = e_.spec;
-      s.status = e_.status;
-      s.create_time_ms = e_.time_ms;
-      s.update_time_ms = e_.time_ms;
+      s.id = e.instance_id;
+      s.root = e.root;
+      s.provider_name = e.provider_name;
+      s.provider_id = e.provider_id;
+      s.service_type = e.service_type;
+      if (!e.spec.empty()) s.spec = e.spec;
+      s.status = e.status;
+      s.create_time_ms = e.time_ms;
+      s.update_time_ms = e.time_ms;
       batch_.Put(key, EncodeServiceTypeInstance(s));
       RETURN_IF_ERROR(AddLoad(s.provider_id, +1));
     }
-    ASSIGN_OR_RETURN(auto resource, Get<Resource>(kResourceKey, e_.instance_id, &DecodeResource));
-    if (resource && (resource->status != e_.status || resource->update_time_ms != e_.time_ms)) {
-      resource->status = e_.status;
-      resource->update_time_ms = e_.time_ms;
-      batch_.Put(Key(kResourceKey, e_.instance_id), EncodeResource(*resource));
+    ASSIGN_OR_RETURN(auto resource, Get<Resource>(kResourceKey, e.instance_id, &DecodeResource));
+    if (resource && (resource->status != e.status || resource->update_time_ms != e.time_ms)) {
+      resource->status = e.status;
+      resource->update_time_ms = e.time_ms;
+      batch_.Put(Key(kResourceKey, e.instance_id), EncodeResource(*resource));
     }
     return OkStatus();
   }
 
-  Status InstanceCreateFailed() {
-    RETURN_IF_ERROR(Require(e_.instance_id, "instance_id"));
-    batch_.Delete(Key(kResourceKey, e_.instance_id));
+  Status Apply(const InstanceCreateFailed& e) {
+    RETURN_IF_ERROR(Require(e, e.instance_id, "instance_id"));
+    batch_.Delete(Key(kResourceKey, e.instance_id));
     return OkStatus();
   }
 
+  Status Apply(const InstanceDeleted& e) { return Gone(e, e.instance_id); }
+
+  Status Apply(const InstanceDeleteFailed&) { return OkStatus(); }
+
   // The SP confirmed `id` is gone: the instance is kept as deleted (its live flag flips once,
   // so the provider's load drops once), and its cleanup and placement records go.
-  Status InstanceDeleted(const std::string& id) {
-    RETURN_IF_ERROR(Require(id, "instance_id"));
+  template <typename Fact>
+  Status Gone(const Fact& e, const std::string& id) {
+    RETURN_IF_ERROR(Require(e, id, "instance_id"));
     ASSIGN_OR_RETURN(auto s,
                      Get<ServiceTypeInstance>(kInstanceKey, id, &DecodeServiceTypeInstance));
     if (s && !s->deleted) {
       s->deleted = true;
       s->status = kDeletedStatus;
-      s->update_time_ms = e_.time_ms;
+      s->update_time_ms = e.time_ms;
       batch_.Put(Key(kInstanceKey, id), EncodeServiceTypeInstance(*s));
       RETURN_IF_ERROR(AddLoad(s->provider_id, -1));
     }
@@ -212,67 +218,67 @@ class Fold {
     return OkStatus();
   }
 
-  Result<std::optional<CleanupRecord>> CleanupOf(const std::string& id) const {
-    return Get<CleanupRecord>(kCleanupKey, id, &DecodeCleanupRecord);
+  // The cleanup record a cleanup fact is about (nullopt: none).
+  template <typename Fact>
+  Result<std::optional<CleanupRecord>> CleanupOf(const Fact& e) const {
+    RETURN_IF_ERROR(Require(e, e.instance_id, "instance_id"));
+    return Get<CleanupRecord>(kCleanupKey, e.instance_id, &DecodeCleanupRecord);
   }
 
   void Put(const CleanupRecord& q) {
     batch_.Put(Key(kCleanupKey, q.instance_id), EncodeCleanupRecord(q));
   }
 
-  Status CleanupEnqueued() {
-    RETURN_IF_ERROR(Require(e_.instance_id, "instance_id"));
-    ASSIGN_OR_RETURN(auto stored, store_->Get(Key(kCleanupKey, e_.instance_id), &batch_));
+  Status Apply(const CleanupEnqueued& e) {
+    RETURN_IF_ERROR(Require(e, e.instance_id, "instance_id"));
+    ASSIGN_OR_RETURN(auto stored, store_->Get(Key(kCleanupKey, e.instance_id), &batch_));
     if (stored) return OkStatus();
     CleanupRecord q;
-    q.instance_id = e_.instance_id;
-    q.root = e_.root;
-    q.provider_name = e_.provider_name;
-    q.provider_id = e_.provider_id;
-    q.service_type = e_.service_type;
-    q.requested_at_ms = e_.requested_at_ms != 0 ? e_.requested_at_ms : e_.time_ms;
+    q.instance_id = e.instance_id;
+    q.root = e.root;
+    q.provider_name = e.provider_name;
+    q.provider_id = e.provider_id;
+    q.service_type = e.service_type;
+    q.requested_at_ms = e.requested_at_ms != 0 ? e.requested_at_ms : e.time_ms;
     q.retry_count = 0;
     q.status = kCleanupPending;
     Put(q);
     return OkStatus();
   }
 
-  Status CleanupParked() {
-    RETURN_IF_ERROR(Require(e_.instance_id, "instance_id"));
-    ASSIGN_OR_RETURN(auto q, CleanupOf(e_.instance_id));
+  Status Apply(const CleanupParked& e) {
+    ASSIGN_OR_RETURN(auto q, CleanupOf(e));
     if (!q) return OkStatus();
-    q->status = e_.status.empty() ? kCleanupPendingProvider : e_.status;
+    q->status = e.status.empty() ? kCleanupPendingProvider : e.status;
     Put(*q);
     return OkStatus();
   }
 
-  Status CleanupAttempted() {
-    RETURN_IF_ERROR(Require(e_.instance_id, "instance_id"));
-    if (e_.outcome == "deleted" || e_.outcome == "gone") return InstanceDeleted(e_.instance_id);
-    ASSIGN_OR_RETURN(auto q, CleanupOf(e_.instance_id));
+  Status Apply(const CleanupAttempted& e) {
+    RETURN_IF_ERROR(Require(e, e.instance_id, "instance_id"));
+    if (e.outcome == "deleted" || e.outcome == "gone") return Gone(e, e.instance_id);
+    ASSIGN_OR_RETURN(auto q, CleanupOf(e));
     if (!q) return OkStatus();
-    q->retry_count = e_.retry_count;
-    if (!e_.status.empty()) q->status = e_.status;
-    q->last_attempt_ms = e_.time_ms;
-    q->last_error = e_.error;
+    q->retry_count = e.retry_count;
+    if (!e.status.empty()) q->status = e.status;
+    q->last_attempt_ms = e.time_ms;
+    q->last_error = e.error;
     Put(*q);
     return OkStatus();
   }
 
-  Status CleanupFailed() {
-    RETURN_IF_ERROR(Require(e_.instance_id, "instance_id"));
-    ASSIGN_OR_RETURN(auto q, CleanupOf(e_.instance_id));
+  Status Apply(const CleanupFailed& e) {
+    ASSIGN_OR_RETURN(auto q, CleanupOf(e));
     if (!q) return OkStatus();
     q->status = kCleanupFailedStatus;
-    q->retry_count = e_.retry_count;
-    if (!e_.error.empty()) q->last_error = e_.error;
+    q->retry_count = e.retry_count;
+    if (!e.error.empty()) q->last_error = e.error;
     Put(*q);
     return OkStatus();
   }
 
-  Status CleanupRetried() {
-    RETURN_IF_ERROR(Require(e_.instance_id, "instance_id"));
-    ASSIGN_OR_RETURN(auto q, CleanupOf(e_.instance_id));
+  Status Apply(const CleanupRetried& e) {
+    ASSIGN_OR_RETURN(auto q, CleanupOf(e));
     if (!q) return OkStatus();
     q->status = kCleanupPending;
     q->retry_count = 0;
@@ -280,53 +286,53 @@ class Fold {
     return OkStatus();
   }
 
-  Status CatalogItemInstanceCreated() {
-    RETURN_IF_ERROR(Require(e_.catalog_item_instance_id, "catalog_item_instance_id"));
-    const std::string key = Key(kCatalogItemInstanceKey, e_.catalog_item_instance_id);
+  Status Apply(const CatalogItemInstanceCreated& e) {
+    RETURN_IF_ERROR(Require(e, e.catalog_item_instance_id, "catalog_item_instance_id"));
+    const std::string key = Key(kCatalogItemInstanceKey, e.catalog_item_instance_id);
     ASSIGN_OR_RETURN(auto stored, store_->Get(key, &batch_));
     if (stored) return OkStatus();
     CatalogItemInstance c;
-    c.id = e_.catalog_item_instance_id;
-    c.display_name = e_.display_name;
-    if (!e_.spec.empty()) c.spec = e_.spec;
-    c.resource_id = e_.resource_id;
-    c.provider_name = e_.provider_name;
-    c.create_time_ms = e_.time_ms;
-    c.update_time_ms = e_.time_ms;
+    c.id = e.catalog_item_instance_id;
+    c.display_name = e.display_name;
+    if (!e.spec.empty()) c.spec = e.spec;
+    c.resource_id = e.resource_id;
+    c.provider_name = e.provider_name;
+    c.create_time_ms = e.time_ms;
+    c.update_time_ms = e.time_ms;
     batch_.Put(key, EncodeCatalogItemInstance(c));
     return OkStatus();
   }
 
-  Status CatalogItemInstanceRehydrated() {
-    RETURN_IF_ERROR(Require(e_.catalog_item_instance_id, "catalog_item_instance_id"));
+  Status Apply(const CatalogItemInstanceRehydrated& e) {
+    RETURN_IF_ERROR(Require(e, e.catalog_item_instance_id, "catalog_item_instance_id"));
     ASSIGN_OR_RETURN(auto c,
-                     Get<CatalogItemInstance>(kCatalogItemInstanceKey, e_.catalog_item_instance_id,
+                     Get<CatalogItemInstance>(kCatalogItemInstanceKey, e.catalog_item_instance_id,
                                               &DecodeCatalogItemInstance));
     if (!c) return OkStatus();
-    c->resource_id = e_.new_resource_id.empty() ? e_.resource_id : e_.new_resource_id;
-    c->provider_name = e_.provider_name;
-    c->update_time_ms = e_.time_ms;
+    c->resource_id = e.new_resource_id.empty() ? e.resource_id : e.new_resource_id;
+    c->provider_name = e.provider_name;
+    c->update_time_ms = e.time_ms;
     batch_.Put(Key(kCatalogItemInstanceKey, c->id), EncodeCatalogItemInstance(*c));
     return OkStatus();
   }
 
-  Status CatalogItemInstanceDeleted() {
-    RETURN_IF_ERROR(Require(e_.catalog_item_instance_id, "catalog_item_instance_id"));
-    batch_.Delete(Key(kCatalogItemInstanceKey, e_.catalog_item_instance_id));
+  Status Apply(const CatalogItemInstanceDeleted& e) {
+    RETURN_IF_ERROR(Require(e, e.catalog_item_instance_id, "catalog_item_instance_id"));
+    batch_.Delete(Key(kCatalogItemInstanceKey, e.catalog_item_instance_id));
     return OkStatus();
   }
 
   const Store* store_;
   StoreBatch& batch_;
   DecodedCache<Saga>& sagas_;
-  const InstanceEvent& e_;
 };
 
 }  // namespace
 
 Status FoldInstanceFact(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas,
-                        const InstanceEvent& fact) {
-  return Fold(store, batch, sagas, fact).Run();
+                        const InstanceFact& fact) {
+  Fold fold(store, batch, sagas);
+  return std::visit(fold, fact);
 }
 
 }  // namespace dcm

@@ -7,7 +7,7 @@
 // when an instance's live flag flips).
 #pragma once
 
-#include "events/instance_events.h"
+#include "events/instance_facts.h"
 #include "projections/decoded_cache.h"
 #include "projections/instance_projection.h"
 #include "projections/store.h"
@@ -16,7 +16,8 @@ namespace dcm {
 
 // Folds `fact` into `batch`, reading the state through `batch` then `store`. `sagas` caches the
 // decoded saga records (one per fold user). kCorruption: a fact that is not foldable (poison).
+// One Apply per alternative of InstanceFact, dispatched by std::visit (instance_fold.cc).
 Status FoldInstanceFact(const Store* store, StoreBatch& batch, DecodedCache<Saga>& sagas,
-                        const InstanceEvent& fact);
+                        const InstanceFact& fact);
 
 }  // namespace dcm

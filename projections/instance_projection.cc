@@ -32,9 +32,11 @@ Status InstanceProjection::Apply(const CloudEvent& event, const EventPosition&, 
     batch_events_.push_back(std::move(ignored));
     return OkStatus();
   }
+  // Flat for the listener and the waiters below, typed for the fold.
   auto decoded = DecodeInstanceEvent(event);
   if (!decoded) return MakeError(ErrorCode::kCorruption, decoded.error().message);
-  RETURN_IF_ERROR(FoldInstanceFact(store_, batch, sagas_, *decoded));
+  ASSIGN_OR_RETURN(auto fact, ToInstanceFact(*decoded));
+  RETURN_IF_ERROR(FoldInstanceFact(store_, batch, sagas_, fact));
   applied_.Inc(decoded->type);
   batch_events_.push_back(std::move(*decoded));
   return OkStatus();

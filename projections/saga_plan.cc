@@ -33,18 +33,17 @@ SagaStep Delete(const std::string& target, DeleteMode mode) {
   return s;
 }
 
-SagaStep Record(InstanceEvent fact, bool with_provider = false) {
+SagaStep Record(InstanceFact fact, bool with_provider = false) {
   SagaStep s;
   s.kind = StepKind::kRecord;
-  s.done_when = {fact.type};
+  s.done_when = {TypeOf(fact)};
   s.fact = std::move(fact);
   s.with_provider = with_provider;
   return s;
 }
 
-InstanceEvent ResourceDeleted(const std::string& resource_id, const char* reason) {
-  InstanceEvent e;
-  e.type = event_type::kResourceDeleted;
+ResourceDeleted ResourceGone(const std::string& resource_id, const char* reason) {
+  ResourceDeleted e;
   e.resource_id = resource_id;
   e.reason = reason;
   return e;
@@ -53,8 +52,7 @@ InstanceEvent ResourceDeleted(const std::string& resource_id, const char* reason
 std::vector<SagaStep> CreatePlan(const InstanceEvent& s, bool catalog) {
   std::vector<SagaStep> plan = {Place(s.resource_id, s.spec, ""), Create(s.resource_id)};
   if (catalog) {
-    InstanceEvent created;
-    created.type = event_type::kCatalogItemInstanceCreated;
+    CatalogItemInstanceCreated created;
     created.catalog_item_instance_id = s.catalog_item_instance_id;
     created.resource_id = s.resource_id;
     created.spec = s.spec;
@@ -66,10 +64,9 @@ std::vector<SagaStep> CreatePlan(const InstanceEvent& s, bool catalog) {
 
 std::vector<SagaStep> DeletePlan(const InstanceEvent& s, bool catalog) {
   std::vector<SagaStep> plan = {Delete(s.resource_id, DeleteMode::kDirectOrQueue),
-                                Record(ResourceDeleted(s.resource_id, "deleted"))};
+                                Record(ResourceGone(s.resource_id, "deleted"))};
   if (catalog) {
-    InstanceEvent deleted;
-    deleted.type = event_type::kCatalogItemInstanceDeleted;
+    CatalogItemInstanceDeleted deleted;
     deleted.catalog_item_instance_id = s.catalog_item_instance_id;
     deleted.resource_id = s.resource_id;
     plan.push_back(Record(std::move(deleted)));
@@ -83,11 +80,10 @@ std::vector<SagaStep> RehydratePlan(const InstanceEvent& s) {
   std::vector<SagaStep> plan = {Place(s.new_resource_id, "", s.old_resource_id),
                                 Create(s.new_resource_id),
                                 Delete(s.old_resource_id, DeleteMode::kDeferred),
-                                Record(ResourceDeleted(s.old_resource_id, "rehydrated"))};
+                                Record(ResourceGone(s.old_resource_id, "rehydrated"))};
   plan[2].done_when = {event_type::kCleanupEnqueued};  // queued, never deleted directly
   if (!s.catalog_item_instance_id.empty()) {
-    InstanceEvent moved;
-    moved.type = event_type::kCatalogItemInstanceRehydrated;
+    CatalogItemInstanceRehydrated moved;
     moved.catalog_item_instance_id = s.catalog_item_instance_id;
     moved.old_resource_id = s.old_resource_id;
     moved.new_resource_id = s.new_resource_id;
@@ -125,8 +121,7 @@ std::vector<SagaStep> PlanSaga(const InstanceEvent& s) {
     case Operation::kDeleteServiceTypeInstance:
       return {Delete(s.instance_id, s.deferred ? DeleteMode::kDeferred : DeleteMode::kDirect)};
     case Operation::kRetryCleanup: {
-      InstanceEvent retried;
-      retried.type = event_type::kCleanupRetried;
+      CleanupRetried retried;
       retried.instance_id = s.instance_id;
       return {Record(std::move(retried))};
     }
@@ -134,10 +129,9 @@ std::vector<SagaStep> PlanSaga(const InstanceEvent& s) {
   return {};
 }
 
-InstanceEvent CompletionOf(const Saga& saga) {
+OperationCompleted CompletionOf(const Saga& saga) {
   const InstanceEvent& s = saga.started;
-  InstanceEvent result;
-  result.type = event_type::kOperationCompleted;
+  OperationCompleted result;
   result.operation = s.operation;
   auto op = ParseOperation(s.operation);
   if (!op) return result;

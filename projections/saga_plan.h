@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "events/instance_events.h"
+#include "events/instance_facts.h"
 #include "projections/instance_projection.h"
 
 namespace dcm {
@@ -45,7 +46,7 @@ struct SagaStep {
   std::string intent;           // kPlace: the spec to place (empty: the old resource's intent)
   std::string old_resource_id;  // kPlace of a rehydration: the resource it replaces
   DeleteMode mode = DeleteMode::kDirect;
-  InstanceEvent fact = {};     // kRecord: the fact (type and ids)
+  InstanceFact fact = {};      // kRecord: the fact (type and ids)
   bool with_provider = false;  // kRecord: the fact names the placed provider
   // The step is done once the saga recorded any of these fact types (empty: never skipped).
   std::vector<std::string> done_when = {};
@@ -58,6 +59,6 @@ struct SagaStep {
 std::vector<SagaStep> PlanSaga(const InstanceEvent& started);
 
 // The operation_completed data of a saga whose steps are all done.
-InstanceEvent CompletionOf(const Saga& saga);
+OperationCompleted CompletionOf(const Saga& saga);
 
 }  // namespace dcm

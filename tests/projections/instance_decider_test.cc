@@ -70,7 +70,9 @@ class InstanceDeciderTest : public testing::Test {
   void Ack(InstanceEvent fact) {
     fact.source = "dcm/instance-worker/test";
     fact.time_ms = kT0;
-    auto applied = decider_.Apply(fact, 0, next_offset_++);
+    auto typed = ToInstanceFact(fact);
+    ASSERT_TRUE(typed) << typed.error().message;
+    auto applied = decider_.Apply(*typed, 0, next_offset_++);
     ASSERT_TRUE(applied) << applied.error().message;
     acked_.push_back(std::move(fact));
   }
@@ -80,7 +82,9 @@ class InstanceDeciderTest : public testing::Test {
     StoreBatch batch;
     DecodedCache<Saga> sagas(&instance_records::DecodeSaga, 10);
     for (size_t i = 0; i < n; ++i) {
-      ASSERT_TRUE(FoldInstanceFact(store_.get(), batch, sagas, acked_[i]));
+      auto typed = ToInstanceFact(acked_[i]);
+      ASSERT_TRUE(typed);
+      ASSERT_TRUE(FoldInstanceFact(store_.get(), batch, sagas, *typed));
     }
     ASSERT_TRUE(store_->Write(batch));
     applied_.Publish(InstanceProjection::kName, kTopic, 0, static_cast<int64_t>(n));
@@ -366,7 +370,9 @@ TEST_F(InstanceDeciderTest, DecidesFromWhatTheProjectionHeldAtTakeover) {
   started.type = event_type::kOperationStarted;
   started.source = "dcm/instance-worker/other";
   started.time_ms = kT0;
-  ASSERT_TRUE(FoldInstanceFact(store_.get(), batch, sagas, started));
+  auto typed = ToInstanceFact(started);
+  ASSERT_TRUE(typed);
+  ASSERT_TRUE(FoldInstanceFact(store_.get(), batch, sagas, *typed));
   ASSERT_TRUE(store_->Write(batch));
   InstanceDecision d = Decide(CreateCii("r2", "c1", "res-2"));
   ExpectFailure(d, 409, "conflict");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace dcm {
@@ -44,7 +45,7 @@ std::vector<std::string> Steps(const std::vector<SagaStep>& plan) {
         out.push_back("delete " + s.target);
         break;
       case StepKind::kRecord:
-        out.push_back(s.fact.type);
+        out.push_back(TypeOf(s.fact));
         break;
     }
   }
@@ -67,7 +68,7 @@ TEST(SagaPlanTest, RehydrationCreatesTheNewResourceBeforeQueueingTheOld) {
   EXPECT_EQ(plan[0].old_resource_id, "res-1");
   EXPECT_TRUE(plan[0].intent.empty());  // the old resource's intent
   EXPECT_EQ(plan[2].mode, DeleteMode::kDeferred);
-  EXPECT_EQ(plan[3].fact.reason, "rehydrated");
+  EXPECT_EQ(std::get<ResourceDeleted>(plan[3].fact).reason, "rehydrated");
 }
 
 TEST(SagaPlanTest, RehydratingAResourceOutsideTheCatalogHasNoCatalogStep) {
@@ -119,8 +120,7 @@ TEST(SagaPlanTest, CompletionNamesTheResultOfTheOperation) {
   Saga saga;
   saga.started = Started(Operation::kRehydrateCatalogItemInstance);
   saga.provider_name = "p2";
-  InstanceEvent done = CompletionOf(saga);
-  EXPECT_EQ(done.type, event_type::kOperationCompleted);
+  OperationCompleted done = CompletionOf(saga);
   EXPECT_EQ(done.operation, saga.started.operation);
   EXPECT_EQ(done.resource_id, "res-2");
   EXPECT_EQ(done.old_resource_id, "res-1");
