@@ -55,18 +55,29 @@ class Rules {
     return Failed(r_, 400, "invalid", "unknown operation");
   }
 
+  // The first read of the state that failed: the decision is then not taken (the worker reads
+  // the request again; an early HTTP check answers the error).
+  const std::optional<Error>& read_error() const { return read_error_; }
+
  private:
+  // True (and the error kept) when `read` failed: the caller stops deciding.
+  template <class T>
+  bool Unreadable(const Result<T>& read) const {
+    if (!read && !read_error_) read_error_ = read.error();
+    return !read;
+  }
+
   // An id that is free for a new resource/instance: neither a resource nor an instance uses it
-  // (a read error counts as taken).
+  // (unreadable: the rules stop, read_error says why).
   bool IdTaken(const std::string& id) const {
     auto r = s_.GetResource(id);
     auto i = s_.GetInstance(id);
-    return !r || !i || r->has_value() || i->has_value();
+    return Unreadable(r) || Unreadable(i) || r->has_value() || i->has_value();
   }
 
   InstanceDecision CreateCatalogItemInstance() const {
     auto cii = s_.GetCatalogItemInstance(r_.catalog_item_instance_id);
-    if (!cii || *cii) {
+    if (Unreadable(cii) || *cii) {
       return Failed(r_, 409, "conflict",
                     "catalog item instance '" + r_.catalog_item_instance_id + "' already exists");
     }
@@ -85,7 +96,7 @@ class Rules {
 
   InstanceDecision OnCatalogItemInstance(Operation op) const {
     auto cii = s_.GetCatalogItemInstance(r_.catalog_item_instance_id);
-    if (!cii || !*cii) {
+    if (Unreadable(cii) || !*cii) {
       return Failed(r_, 404, "not_found",
                     "catalog item instance '" + r_.catalog_item_instance_id + "' not found");
     }
@@ -112,7 +123,7 @@ class Rules {
 
   InstanceDecision OnResource(Operation op) const {
     auto resource = s_.GetResource(r_.resource_id);
-    if (!resource || !*resource) {
+    if (Unreadable(resource) || !*resource) {
       return Failed(r_, 404, "not_found", "resource '" + r_.resource_id + "' not found");
     }
     InstanceDecision d = Started(r_);
@@ -134,7 +145,7 @@ class Rules {
 
   InstanceDecision DeleteServiceTypeInstance() const {
     auto instance = s_.GetInstance(r_.instance_id);
-    if (!instance || !*instance || (*instance)->deleted) {
+    if (Unreadable(instance) || !*instance || (*instance)->deleted) {
       return Failed(r_, 404, "not_found", "instance '" + r_.instance_id + "' not found");
     }
     return Started(r_);
@@ -142,7 +153,7 @@ class Rules {
 
   InstanceDecision RetryCleanup() const {
     auto record = s_.GetCleanup(r_.instance_id);
-    if (!record || !*record) {
+    if (Unreadable(record) || !*record) {
       return Failed(r_, 404, "not_found",
                     "no cleanup record for instance '" + r_.instance_id + "'");
     }
@@ -156,6 +167,7 @@ class Rules {
 
   const InstanceView& s_;
   const InstanceEvent& r_;
+  mutable std::optional<Error> read_error_;
 };
 
 InstanceDecision Busy(const InstanceEvent& request, const std::string& other_request) {
@@ -190,10 +202,12 @@ PlacementDecision Failure(int status, const char* reason, std::string error) {
 
 }  // namespace
 
-InstanceDecision CheckOperation(const InstanceView& state, const InstanceEvent& request) {
+Result<InstanceDecision> CheckOperation(const InstanceView& state, const InstanceEvent& request) {
   auto op = ParseOperation(request.operation);
   if (!op) return Failed(request, 400, "invalid", "unknown operation '" + request.operation + "'");
-  InstanceDecision d = Rules(state, request).Decide(*op);
+  const Rules rules(state, request);
+  InstanceDecision d = rules.Decide(*op);
+  if (rules.read_error()) return tl::unexpected(*rules.read_error());
   if (d.kind == Kind::kStarted) d.saga.started = d.fact;
   return d;
 }

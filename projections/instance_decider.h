@@ -80,7 +80,8 @@ struct InstanceDecision {
 // operation_started it would produce (what the state fills in: a rehydration's old resource, a
 // catalog delete's resource). The HTTP handlers call it for an early answer with the same
 // status; the decider calls it for the final one.
-InstanceDecision CheckOperation(const InstanceView& state, const InstanceEvent& request);
+// An error when the state could not be read (nothing is decided then).
+Result<InstanceDecision> CheckOperation(const InstanceView& state, const InstanceEvent& request);
 
 // root -> request_id of the operations started earlier in the batch being decided (their
 // operation_started is produced but not acknowledged yet, so not in the state).

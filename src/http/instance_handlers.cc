@@ -124,9 +124,10 @@ HttpResponse NoContent() { return HttpResponse{204, "", "", {}}; }
 // against this instance's view: an early answer with the status the worker would give (it
 // decides again, on the owner's state, when the request arrives).
 std::optional<HttpResponse> Refused(const ApiContext& ctx, const InstanceEvent& r) {
-  const InstanceDecision checked = CheckOperation(*ctx.instances, r);
-  if (checked.kind != InstanceDecision::Kind::kFailed) return std::nullopt;
-  return Problem(checked.fact.http_status, checked.fact.error);
+  const auto checked = CheckOperation(*ctx.instances, r);
+  if (!checked) return ProblemFromError(checked.error());
+  if (checked->kind != InstanceDecision::Kind::kFailed) return std::nullopt;
+  return Problem(checked->fact.http_status, checked->fact.error);
 }
 
 // ---- lists ----
@@ -301,13 +302,14 @@ void RehydrateCatalogItemInstance(const HttpRequest& request, const std::string&
   InstanceEvent r = NewOperation(request, Operation::kRehydrateCatalogItemInstance, id);
   r.catalog_item_instance_id = id;
   r.new_resource_id = NewUuidV4();
-  const InstanceDecision checked = CheckOperation(*ctx.instances, r);
-  if (checked.kind == InstanceDecision::Kind::kFailed) {
-    return respond(Problem(checked.fact.http_status, checked.fact.error));
+  const auto checked = CheckOperation(*ctx.instances, r);
+  if (!checked) return respond(ProblemFromError(checked.error()));
+  if (checked->kind == InstanceDecision::Kind::kFailed) {
+    return respond(Problem(checked->fact.http_status, checked->fact.error));
   }
   // The generation this rehydration replaces: the worker answers 409 if another rehydration
   // moved the instance on meanwhile (SPEC §3.3: concurrent rehydrations, exactly one proceeds).
-  r.old_resource_id = checked.fact.old_resource_id;
+  r.old_resource_id = checked->fact.old_resource_id;
   auto on_completed = [ctx, id, before = r.old_resource_id,
                        new_id = r.new_resource_id](const InstanceEvent& completed) {
     auto after = ctx.instances->GetCatalogItemInstance(id);

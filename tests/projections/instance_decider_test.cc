@@ -181,6 +181,19 @@ TEST_F(InstanceDeciderTest, StartsANewOperationAsOperationStartedCarryingItsPara
   EXPECT_TRUE(d.saga.steps.empty());
 }
 
+TEST_F(InstanceDeciderTest, AnUnreadableRecordIsAnErrorNotAConflictOrNotFound) {
+  StoreBatch batch;
+  batch.Put(instance_records::Key(instance_records::kResourceKey, "r-bad"), "{not json");
+  ASSERT_TRUE(store_->Write(batch));
+  InstanceEvent create = Request(Operation::kCreateResource, "req-1", "r-bad");
+  create.resource_id = "r-bad";
+  EXPECT_FALSE(decider_.Decide(create)) << "a read error decides nothing (the request is read "
+                                           "again), it is not 'id taken'";
+  InstanceEvent remove = Request(Operation::kDeleteResource, "req-2", "r-bad");
+  remove.resource_id = "r-bad";
+  EXPECT_FALSE(CheckOperation(InstanceView(store_.get()), remove)) << "nor 'not found'";
+}
+
 TEST_F(InstanceDeciderTest, SkipsARequestWhoseOutcomeIsRecorded) {
   const InstanceEvent request = CreateCii("r1", "c1", "res-1");
   CompleteCreate(Start(request));
