@@ -92,6 +92,9 @@ std::map<int32_t, int64_t> InstanceWorker::OnAssigned(const std::vector<int32_t>
   // What the previous owner produced must be in the local projection before its sagas resume.
   (void)WaitForCatchUp(*applied_, *consumer_, InstanceProjection::kName, options_.instances_topic,
                        partitions, options_.catch_up_timeout, running_, "instance-worker");
+  // The overlay may still hold this worker's facts from an earlier ownership of these
+  // partitions; the projection has them now, and newer ones on top: read the store.
+  decider_.Compact(/*force=*/true);
   emitter_.Own(partitions);
   const size_t resumed = ResumeSagas(partitions);
   std::map<int32_t, int64_t> offsets;
@@ -163,33 +166,42 @@ Status InstanceWorker::Intake(const std::vector<KafkaMessage>& messages) {
   std::vector<Saga> to_run;
   StartedInBatch batch;
   std::map<int32_t, int64_t> next;
+  Status decided = OkStatus();
   for (const auto& m : messages) {
     if (!emitter_.OwnsPartition(m.partition)) continue;
-    next[m.partition] = m.offset + 1;
     auto request = DecodeRequest(m);
     if (!request) {
       dead_letters.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m,
                                         "instance-worker", request.error().message, metrics_));
+      next[m.partition] = m.offset + 1;
       continue;
     }
-    ASSIGN_OR_RETURN(auto decision, decider_.Decide(*request, batch));
-    using Kind = InstanceDecision::Kind;
-    if (decision.kind == Kind::kFailed) {
-      CountInstanceOutcome(metrics_, decision.fact.operation, decision.fact.reason);
-    } else if (decision.kind == Kind::kStarted) {
-      batch[request->root] = request->request_id;
-    }
-    if (decision.kind == Kind::kFailed || decision.kind == Kind::kStarted) {
-      ASSIGN_OR_RETURN(auto fact, ToInstanceFact(decision.fact));
-      sent.push_back(emitter_.Produce(request->root, std::move(fact)));
-    }
-    if (decision.kind == Kind::kResume || decision.kind == Kind::kStarted) {
-      to_run.push_back(std::move(decision.saga));
-    }
+    decided = DecideOne(*request, batch, sent, to_run);
+    if (!decided) break;  // the facts produced so far are still folded and committed below
+    next[m.partition] = m.offset + 1;
   }
   // On failure the batch is read again; what was acknowledged is in the decider's state then.
   RETURN_IF_ERROR(Commit(dead_letters, sent, next));
   for (auto& saga : to_run) sagas_.Dispatch(std::move(saga));
+  return decided;
+}
+
+Status InstanceWorker::DecideOne(const InstanceEvent& request, StartedInBatch& batch,
+                                 std::vector<FactEmitter::Sent>& sent, std::vector<Saga>& to_run) {
+  ASSIGN_OR_RETURN(auto decision, decider_.Decide(request, batch));
+  using Kind = InstanceDecision::Kind;
+  if (decision.kind == Kind::kFailed || decision.kind == Kind::kStarted) {
+    ASSIGN_OR_RETURN(auto fact, ToInstanceFact(decision.fact));
+    sent.push_back(emitter_.Produce(request.root, std::move(fact)));
+  }
+  if (decision.kind == Kind::kFailed) {
+    CountInstanceOutcome(metrics_, decision.fact.operation, decision.fact.reason);
+  } else if (decision.kind == Kind::kStarted) {
+    batch[request.root] = request.request_id;
+  }
+  if (decision.kind == Kind::kResume || decision.kind == Kind::kStarted) {
+    to_run.push_back(std::move(decision.saga));
+  }
   return OkStatus();
 }
 

@@ -92,6 +92,9 @@ class InstanceWorker {
   void OnRevoked();
   Status Intake(const std::vector<KafkaMessage>& messages);
   // Waits for the acks of a batch's decisions, then stores its request offsets.
+  // Decides one request: its fact produced into `sent`, its saga (if any) into `to_run`.
+  Status DecideOne(const InstanceEvent& request, StartedInBatch& batch,
+                   std::vector<FactEmitter::Sent>& sent, std::vector<Saga>& to_run);
   Status Commit(std::vector<std::future<Status>>& dead_letters,
                 std::vector<FactEmitter::Sent>& sent, const std::map<int32_t, int64_t>& next);
   static Result<InstanceEvent> DecodeRequest(const KafkaMessage& m);

@@ -298,7 +298,7 @@ Result<InstanceDecision> InstanceDecider::Decide(const InstanceEvent& request,
   return DecideRequest(view_, request, batch);
 }
 
-bool InstanceDecider::Compact() {
+bool InstanceDecider::Compact(bool force) {
   std::unique_lock lock(mu_);
   if (facts_.empty()) return true;
   std::vector<OwnFact> unapplied;
@@ -307,8 +307,10 @@ bool InstanceDecider::Compact() {
       unapplied.push_back(f);
     }
   }
-  // Rebuild only when at least half of the overlay can go (a rebuild folds the rest again).
-  if (unapplied.size() * 2 > facts_.size()) return false;
+  // Rebuild only when at least half of the overlay can go (a rebuild folds the rest again), or
+  // when forced (a takeover: the overlay must not hide what the projection applied since).
+  if (unapplied.size() == facts_.size()) return false;  // nothing to drop
+  if (!force && unapplied.size() * 2 > facts_.size()) return false;
   overlay_.Clear();
   // The store holds the applied facts now; the others are folded again over it, in the order
   // they were acknowledged (a root's facts share a partition, so per key that is offset order;

@@ -129,8 +129,8 @@ class InstanceDecider {
   }
 
   // Drops from the overlay the facts the projection has applied (when at least half of them
-  // are). True if the overlay is empty now.
-  bool Compact();
+  // are, or `force`: any). True if the overlay is empty now.
+  bool Compact(bool force = false);
   // Waits (until `deadline`, while `keep_waiting`) for the projection to apply every fact in
   // the overlay, then drops it. For a worker whose overlay grew past a bound.
   bool CompactBy(AppliedOffsets::Deadline deadline, const std::function<bool()>& keep_waiting);

@@ -418,6 +418,28 @@ TEST_F(InstanceDeciderTest, KeepsTheFactsTheProjectionHasNotAppliedWhenItDropsTh
   EXPECT_EQ(Decide(RehydrateCii("r5", "c1", "res-2", "res-5")).kind, Kind::kStarted);
 }
 
+TEST_F(InstanceDeciderTest, AForcedCompactionAtTakeoverLetsTheStoreShowWhatAnotherOwnerDidSince) {
+  Existing("c1", "res-1");  // offsets 0..4: c1's saga started and ended (deleted in the overlay)
+  for (int i = 2; i <= 7; ++i) {  // 5..10: not applied yet, the larger part of the overlay
+    Start(CreateCii("r" + std::to_string(i), "c" + std::to_string(i), "res-" + std::to_string(i)));
+  }
+  ProjectionApplies(5);
+  // Meanwhile another owner of c1's partition started a rehydration of c1 (in the store now).
+  InstanceEvent other = RehydrateCii("other", "c1", "res-1", "res-9");
+  other.type = event_type::kOperationStarted;
+  other.source = "dcm/instance-worker/b";
+  other.time_ms = kT0;
+  auto typed = ToInstanceFact(other);
+  ASSERT_TRUE(typed) << typed.error().message;
+  StoreBatch batch;
+  DecodedCache<Saga> sagas(&instance_records::DecodeSaga, 10);
+  ASSERT_TRUE(FoldInstanceFact(store_.get(), batch, sagas, *typed));
+  ASSERT_TRUE(store_->Write(batch));
+  EXPECT_FALSE(decider_.Compact());  // most of the overlay is unapplied: kept as it is
+  EXPECT_FALSE(decider_.Compact(/*force=*/true));  // drops the 5 applied facts, keeps 6
+  ExpectFailure(Decide(RehydrateCii("r9", "c1", "res-1", "res-10")), 409, "conflict");  // busy
+}
+
 TEST_F(InstanceDeciderTest, CompactByGivesUpAtItsDeadlineWhenTheProjectionIsBehind) {
   Existing("c1", "res-1");
   EXPECT_FALSE(decider_.CompactBy(std::chrono::steady_clock::now(), [] { return true; }));
