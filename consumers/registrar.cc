@@ -179,7 +179,10 @@ Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>
       applied.push_back(std::move(*event));
     }
   }
-  RETURN_IF_ERROR(store_->Write(batch));
+  if (auto written = store_->Write(batch); !written) {
+    if (registry) registry->Abandoned();
+    return written;
+  }
   next_offset_ = next;
   if (registry) registry->Committed(own, applied);
   return OkStatus();

@@ -140,6 +140,11 @@ void RegistryProjection::Committed(const std::vector<std::pair<int32_t, int64_t>
   AfterCommit(applied);
 }
 
+void RegistryProjection::Abandoned() {
+  applied_request_ids_.clear();
+  changes_.clear();
+}
+
 Result<std::optional<Provider>> RegistryView::Get(const std::string& id) const {
   ASSIGN_OR_RETURN(auto value, store_->Get(Key(kProviderKey, id)));
   if (!value) return std::optional<Provider>();

@@ -64,8 +64,12 @@ class RegistryProjection final : public Projection {
   Status ApplyOwn(const CloudEvent& event, const EventPosition& position, StoreBatch& batch);
   void Committed(const std::vector<std::pair<int32_t, int64_t>>& positions,
                  const std::vector<CloudEvent>& applied);
-  // Called on the runner thread after each committed batch that changed providers. Set before
-  // the runner starts.
+  // The batch ApplyOwn staged into was not written: forgets what it staged (no waiter is
+  // completed, no change reported; the runner applies those outcomes when it reads them).
+  void Abandoned();
+  // Called after each committed batch that changed providers, on the runner's thread or the
+  // registrar's (ApplyOwn), with LockBatch held: it must not call back into the projection. Set
+  // before the runner starts.
   void SetChangeListener(ChangeListener listener) { listener_ = std::move(listener); }
 
  private:

@@ -281,6 +281,32 @@ TEST(RegistryProjectionTest, OutcomesTheRegistrarAppliedAheadAreSkippedByTheRunn
   EXPECT_EQ(ahead.Digest(), plain.Digest());
 }
 
+// A registrar batch that was not written (Abandoned) leaves nothing behind: the runner then
+// applies the outcome and completes its waiter as if the registrar had not staged it.
+TEST(RegistryProjectionTest, AnAbandonedRegistrarBatchLeavesTheRunnerToAnswerItsWaiters) {
+  const std::vector<CloudEvent> events = {Registered("id-a", "sp-a", 1),
+                                          Registered("id-b", "sp-b", 2)};
+  Registry r("/mem/abandoned");
+  std::vector<std::string> completed, heard;
+  r.projection_.SetChangeListener([&](const std::vector<ProviderChange>& changes) {
+    for (const auto& c : changes) heard.push_back(c.id);
+  });
+  for (const char* id : {"req-1", "req-2"}) {
+    r.waiters_.Expect(id, kT0 + 10000,
+                      [&completed, id](Result<CloudEvent>) { completed.push_back(id); });
+  }
+  {
+    const auto lock = r.projection_.LockBatch();
+    StoreBatch batch;
+    ASSERT_TRUE(r.projection_.ApplyOwn(events[1], EventPosition{"dcm.providers", 0, 1}, batch));
+    r.projection_.Abandoned();  // the write failed
+  }
+  EXPECT_TRUE(completed.empty());
+  ASSERT_TRUE(r.Apply(events));
+  EXPECT_EQ(completed, (std::vector<std::string>{"req-1", "req-2"}));
+  EXPECT_EQ(heard, (std::vector<std::string>{"id-a", "id-b"}));
+}
+
 TEST(RegistryProjectionTest, CountsAppliedEventsByType) {
   Registry r("/mem/reg");
   r.ApplyEach({Registered("id-a", "sp-a", 1), Registered("id-b", "sp-b", 2)});
