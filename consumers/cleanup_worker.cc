@@ -1,6 +1,7 @@
 #include "consumers/cleanup_worker.h"
 
 #include "src/common/log.h"
+#include "src/common/thread_name.h"
 
 namespace dcm {
 namespace {
@@ -32,7 +33,10 @@ void CleanupWorker::Start() {
     std::lock_guard lock(mu_);
     running_ = true;
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("cleanup");
+    Loop();
+  });
 }
 
 void CleanupWorker::Stop() {

@@ -5,6 +5,7 @@
 #include "consumers/catch_up.h"
 #include "consumers/dead_letter.h"
 #include "src/common/log.h"
+#include "src/common/thread_name.h"
 
 namespace dcm {
 namespace {
@@ -66,8 +67,11 @@ Status InstanceWorker::Start() {
   rebalance.on_revoke = [this] { OnRevoked(); };
   RETURN_IF_ERROR(consumer_->Subscribe(options_.requests_topic, std::move(rebalance)));
   running_ = true;
-  pool_.Start(options_.threads);
-  group_thread_ = std::thread([this] { GroupLoop(); });
+  pool_.Start(options_.threads, "saga");
+  group_thread_ = std::thread([this] {
+    NameThisThread("instance-group");
+    GroupLoop();
+  });
   cleanup_.Start();
   return OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <future>
 
 #include "src/common/log.h"
+#include "src/common/thread_name.h"
 
 namespace dcm {
 namespace {
@@ -120,6 +121,7 @@ Result<std::unique_ptr<Producer>> Producer::Create(const KafkaOptions& options) 
   std::unique_ptr<Producer> producer(new Producer());
   producer->rk_ = rk;
   producer->poller_ = std::thread([p = producer.get()] {
+    NameThisThread("kafka-poll");
     while (p->running_.load()) rd_kafka_poll(p->rk_, 50);
   });
   return producer;

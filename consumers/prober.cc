@@ -5,6 +5,7 @@
 
 #include "consumers/catch_up.h"
 #include "src/common/log.h"
+#include "src/common/thread_name.h"
 #include "src/common/uuid.h"
 
 namespace dcm {
@@ -94,8 +95,14 @@ Status Prober::Start() {
         "(HEALTH_CHECK_INSECURE_SKIP_VERIFY)\"");
   }
   running_ = true;
-  group_thread_ = std::thread([this] { GroupLoop(); });
-  scheduler_thread_ = std::thread([this] { SchedulerLoop(); });
+  group_thread_ = std::thread([this] {
+    NameThisThread("prober-group");
+    GroupLoop();
+  });
+  scheduler_thread_ = std::thread([this] {
+    NameThisThread("prober-sched");
+    SchedulerLoop();
+  });
   return OkStatus();
 }
 

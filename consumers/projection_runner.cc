@@ -2,6 +2,7 @@
 
 #include "consumers/dead_letter.h"
 #include "src/common/log.h"
+#include "src/common/thread_name.h"
 
 namespace dcm {
 namespace {
@@ -52,7 +53,10 @@ Status ProjectionRunner::Start() {
   Publish(next_);
   UpdateProgress();
   running_ = true;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("run-" + projection_->Name());
+    Run();
+  });
   return OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #include "consumers/dead_letter.h"
 #include "projections/instance_projection.h"
 #include "src/common/log.h"
+#include "src/common/thread_name.h"
 
 namespace dcm {
 namespace {
@@ -37,7 +38,10 @@ Status Registrar::Start() {
                             Logger("registrar")->info("msg=\"registrar partition revoked\"");
                           }}));
   running_ = true;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("registrar");
+    Run();
+  });
   return OkStatus();
 }
 

@@ -7,8 +7,11 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "src/common/thread_name.h"
 
 namespace dcm {
 
@@ -16,10 +19,16 @@ class TaskPool {
  public:
   ~TaskPool() { Stop(); }
 
-  void Start(int threads) {
+  // `name` names the threads ("name-0", ...) for top and perf.
+  void Start(int threads, const std::string& name = "pool") {
     std::lock_guard lock(mu_);
     running_ = true;
-    for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      threads_.emplace_back([this, name, i] {
+        NameThisThread(name + "-" + std::to_string(i));
+        Loop();
+      });
+    }
   }
 
   void Stop() {

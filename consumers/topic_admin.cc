@@ -60,7 +60,11 @@ Status CreateWithAdminApi(rd_kafka_t* rk, const std::vector<TopicSpec>& missing,
 std::vector<TopicSpec> ProjectTopics(const Config& config) {
   return {
       {config.topics.ProviderRequests(), 1},
-      {config.topics.Providers(), config.partitions},
+      // One partition: every instance folds all of dcm.providers (no work is split by its
+      // partitions), so more would only fan each batch of the registrar's outcomes out into more
+      // message sets and every reader's fetch into more partitions (BENCHMARKS.md, issue #16).
+      // A topic that already has more keeps working: the registry's fold is order-free.
+      {config.topics.Providers(), 1},
       {config.topics.Status(), config.partitions},
       {config.topics.InstanceRequests(), config.partitions},
       {config.topics.Instances(), config.partitions},

@@ -19,7 +19,9 @@ struct TopicSpec {
   bool operator==(const TopicSpec&) const = default;
 };
 
-// The topics this build uses, from the config's prefix and partition count.
+// The topics this build uses, from the config's prefix and partition count (`--partitions` is
+// the count of the topics whose partitions split work or that SPs write: dcm.status, dcm.health,
+// dcm.instance-requests, dcm.instances; the provider topics have one).
 std::vector<TopicSpec> ProjectTopics(const Config& config);
 
 // Creates the missing topics, then checks the one-partition rule of dcm.provider-requests:

@@ -19,7 +19,7 @@ void RegisterDevKafkaCommand(CLI::App& app, int* exit_code) {
       "dev-kafka", "Run the embedded in-memory Kafka cluster (librdkafka mock) with DCM's topics");
   cmd->add_option("--brokers", options->brokers, "Number of mock brokers")->check(CLI::Range(1, 5));
   cmd->add_option("--partitions", options->config.partitions,
-                  "Partitions of the entity topics (dcm.provider-requests always has 1)")
+                  "Partitions of the entity topics (the two provider topics always have 1)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--topic-prefix", options->config.topics.prefix, "Topic name prefix");
   cmd->callback([options, exit_code] {

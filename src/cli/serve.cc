@@ -240,7 +240,8 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--topic-prefix", c.topics.prefix, "Prefix of every topic name")
       ->envname("DCM_TOPIC_PREFIX")
       ->capture_default_str();
-  cmd->add_option("--partitions", c.partitions, "Partitions of entity topics created at start")
+  cmd->add_option("--partitions", c.partitions,
+                  "Partitions of entity topics created at start (the two provider topics get 1)")
       ->envname("DCM_PARTITIONS")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "src/common/thread_name.h"
 #include "src/http/probe_client.h"
 #include "src/http/probe_client_core.h"
 
@@ -78,8 +79,7 @@ Result<std::unique_ptr<ProbeClient>> ProbeClient::Create(ProbeClientOptions opti
       core->workers.push_back(std::move(w));
       wp->thread = std::thread([core, wp, i] {
         tls_current_client = core;
-        // Named for top/perf: "probe-0", "probe-1", ...
-        pthread_setname_np(pthread_self(), ("probe-" + std::to_string(i)).c_str());
+        NameThisThread("probe-" + std::to_string(i));
         for (;;) {
           try {
             wp->ctx->run();

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/thread_name.h"
 #include "src/http/server_core.h"
 #include "src/http/server_tls.h"
 
@@ -135,7 +136,8 @@ void StartWorkers(Core* raw) {
     auto w = std::make_unique<Worker>();
     w->guard.emplace(w->ctx->get_executor());
     Worker* wp = w.get();
-    w->thread = std::thread([raw, wp] {
+    w->thread = std::thread([raw, wp, i] {
+      NameThisThread("http-" + std::to_string(i));
       tls_current_server = raw;
       for (;;) {
         try {
