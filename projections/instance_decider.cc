@@ -298,32 +298,61 @@ Result<InstanceDecision> InstanceDecider::Decide(const InstanceEvent& request,
   return DecideRequest(view_, request, batch);
 }
 
+namespace {
+// Facts in the overlay before a compaction folds the unapplied ones again: the projection lags
+// its worker by a roughly constant number of facts, so the larger the overlay, the smaller the
+// share of it folded a second time.
+constexpr size_t kRefoldAt = 1024;
+}  // namespace
+
 bool InstanceDecider::Compact(bool force) {
-  std::unique_lock lock(mu_);
-  if (facts_.empty()) return true;
+  std::lock_guard compacting(compact_mu_);
+  // Which facts the projection has applied, on the list as it is now (Apply may append
+  // meanwhile; nothing else changes it while this holds compact_mu_).
   std::vector<OwnFact> unapplied;
-  for (const auto& f : facts_) {
-    if (applied_->Next(InstanceProjection::kName, topic_, f.partition) <= f.offset) {
-      unapplied.push_back(f);
+  size_t listed = 0;
+  {
+    std::shared_lock lock(mu_);
+    if (facts_.empty()) return true;
+    listed = facts_.size();
+    for (size_t i = 0; i < listed; ++i) {
+      const OwnFact& f = facts_[i];
+      if (applied_->Next(InstanceProjection::kName, topic_, f.partition) <= f.offset) {
+        unapplied.push_back(f);
+      }
     }
   }
-  // Rebuild only when at least half of the overlay can go (a rebuild folds the rest again), or
-  // when forced (a takeover: the overlay must not hide what the projection applied since).
-  if (unapplied.size() == facts_.size()) return false;  // nothing to drop
-  if (!force && unapplied.size() * 2 > facts_.size()) return false;
-  overlay_.Clear();
+  // Rebuild when every fact is applied (the overlay just goes), when forced (a takeover: the
+  // overlay must not hide what the projection applied since), or when the overlay holds
+  // kRefoldAt facts and at least half of them can go (a rebuild folds the rest again).
+  if (unapplied.size() == listed) return false;  // nothing to drop
+  if (!force && !unapplied.empty() && (listed < kRefoldAt || unapplied.size() * 2 > listed)) {
+    return false;
+  }
   // The store holds the applied facts now; the others are folded again over it, in the order
-  // they were acknowledged (a root's facts share a partition, so per key that is offset order;
-  // a fact the projection applies meanwhile folds idempotently).
-  for (const auto& f : unapplied) {
-    if (auto folded = FoldInstanceFact(store_, overlay_, sagas_, f.fact); !folded) {
-      Logger("instance-worker")
-          ->error("msg=\"own fact not refolded\" type={} error=\"{}\"", TypeOf(f.fact),
-                  folded.error().message);
-    }
+  // they were acknowledged (a root's facts share a partition, so per key that is offset order; a
+  // fact the projection applies meanwhile folds idempotently). Built without the lock, so the
+  // sagas' reads and Apply do not wait for it (a rebuild of thousands of facts takes ms).
+  StoreBatch rebuilt;
+  DecodedCache<Saga> sagas(&instance_records::DecodeSaga, 1000);
+  for (const auto& f : unapplied) Refold(rebuilt, sagas, f.fact);
+  std::unique_lock lock(mu_);
+  for (size_t i = listed; i < facts_.size(); ++i) {  // acknowledged while it was being built
+    Refold(rebuilt, sagas, facts_[i].fact);
+    unapplied.push_back(std::move(facts_[i]));
   }
+  overlay_ = std::move(rebuilt);
   facts_ = std::move(unapplied);
   return facts_.empty();
+}
+
+void InstanceDecider::Refold(StoreBatch& overlay, DecodedCache<Saga>& sagas,
+                             const InstanceFact& fact) const {
+  if (auto folded = FoldInstanceFact(store_, overlay, sagas, fact); !folded) {
+    Logger("instance-worker")
+        ->error("msg=\"own fact not refolded\" type={} error=\"{}\"", TypeOf(fact),
+                folded.error().message);
+  }
 }
 
 bool InstanceDecider::CompactBy(AppliedOffsets::Deadline deadline,

@@ -29,12 +29,14 @@
 // DecidePlacement maps the Policy Manager's verdict (called outside, by the saga) and the
 // built-in choice to a provider or a failure (SPEC §3.2/§3.3 statuses).
 //
-// Thread-safety: Apply/Compact take the state exclusively; Decide and the reads share it.
+// Thread-safety: Apply takes the state exclusively; Compact rebuilds the overlay without it and
+// takes it only to swap the rebuilt one in; Decide and the reads share it.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -144,9 +146,13 @@ class InstanceDecider {
     InstanceFact fact;
   };
 
+  // Folds `fact` into `overlay` over the store (Compact's rebuild); logs a fact it refuses.
+  void Refold(StoreBatch& overlay, DecodedCache<Saga>& sagas, const InstanceFact& fact) const;
+
   const Store* store_;
   const AppliedOffsets* applied_;
   std::string topic_;
+  std::mutex compact_mu_;  // one Compact at a time
   mutable std::shared_mutex mu_;
   StoreBatch overlay_;
   InstanceView view_;

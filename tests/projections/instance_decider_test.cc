@@ -440,6 +440,20 @@ TEST_F(InstanceDeciderTest, AForcedCompactionAtTakeoverLetsTheStoreShowWhatAnoth
   ExpectFailure(Decide(RehydrateCii("r9", "c1", "res-1", "res-10")), 409, "conflict");  // busy
 }
 
+TEST_F(InstanceDeciderTest, ALargeOverlayIsRebuiltFromItsUnappliedFactsOnceMostAreApplied) {
+  for (int i = 0; i < 210; ++i) {  // over a thousand facts
+    Existing("c" + std::to_string(i), "res-" + std::to_string(i));
+  }
+  Start(RehydrateCii("r", "c0", "res-0", "res-new"));
+  const size_t before = decider_.OverlaySize();
+  ProjectionApplies(acked_.size() - 1);  // all but the operation_started
+  EXPECT_FALSE(decider_.Compact());      // the operation_started stays
+  EXPECT_LT(decider_.OverlaySize(), before / 100);
+  ExpectFailure(Decide(RehydrateCii("r2", "c0", "res-0", "res-new-2")), 409, "conflict");  // busy
+  const InstanceDecision other = Decide(RehydrateCii("r3", "c1", "res-1", "res-new-1"));
+  EXPECT_EQ(other.kind, Kind::kStarted) << other.fact.error << " " << other.fact.reason;
+}
+
 TEST_F(InstanceDeciderTest, CompactByGivesUpAtItsDeadlineWhenTheProjectionIsBehind) {
   Existing("c1", "res-1");
   EXPECT_FALSE(decider_.CompactBy(std::chrono::steady_clock::now(), [] { return true; }));
