@@ -130,8 +130,9 @@ class InstanceDecider {
     return read(view_);
   }
 
-  // Drops from the overlay the facts the projection has applied (when at least half of them
-  // are, or `force`: any). True if the overlay is empty now.
+  // Drops from the overlay the facts the projection has applied: when all of them are, when the
+  // overlay holds 1,024 facts and at least half are, or (`force`) when any is. The rest are
+  // folded again into a new overlay, built without the state lock. True if it is empty now.
   bool Compact(bool force = false);
   // Waits (until `deadline`, while `keep_waiting`) for the projection to apply every fact in
   // the overlay, then drops it. For a worker whose overlay grew past a bound.
