@@ -33,10 +33,7 @@ void CleanupWorker::Start() {
     std::lock_guard lock(mu_);
     running_ = true;
   }
-  thread_ = std::thread([this] {
-    NameThisThread("cleanup");
-    Loop();
-  });
+  thread_ = NamedThread("cleanup", [this] { Loop(); });
 }
 
 void CleanupWorker::Stop() {

@@ -68,10 +68,7 @@ Status InstanceWorker::Start() {
   RETURN_IF_ERROR(consumer_->Subscribe(options_.requests_topic, std::move(rebalance)));
   running_ = true;
   pool_.Start(options_.threads, "saga");
-  group_thread_ = std::thread([this] {
-    NameThisThread("instance-group");
-    GroupLoop();
-  });
+  group_thread_ = NamedThread("instance-group", [this] { GroupLoop(); });
   cleanup_.Start();
   return OkStatus();
 }

@@ -120,8 +120,7 @@ Result<std::unique_ptr<Producer>> Producer::Create(const KafkaOptions& options) 
   }
   std::unique_ptr<Producer> producer(new Producer());
   producer->rk_ = rk;
-  producer->poller_ = std::thread([p = producer.get()] {
-    NameThisThread("kafka-poll");
+  producer->poller_ = NamedThread("kafka-poll", [p = producer.get()] {
     while (p->running_.load()) rd_kafka_poll(p->rk_, 50);
   });
   return producer;

@@ -95,14 +95,8 @@ Status Prober::Start() {
         "(HEALTH_CHECK_INSECURE_SKIP_VERIFY)\"");
   }
   running_ = true;
-  group_thread_ = std::thread([this] {
-    NameThisThread("prober-group");
-    GroupLoop();
-  });
-  scheduler_thread_ = std::thread([this] {
-    NameThisThread("prober-sched");
-    SchedulerLoop();
-  });
+  group_thread_ = NamedThread("prober-group", [this] { GroupLoop(); });
+  scheduler_thread_ = NamedThread("prober-sched", [this] { SchedulerLoop(); });
   return OkStatus();
 }
 

@@ -53,10 +53,7 @@ Status ProjectionRunner::Start() {
   Publish(next_);
   UpdateProgress();
   running_ = true;
-  thread_ = std::thread([this] {
-    NameThisThread("run-" + projection_->Name());
-    Run();
-  });
+  thread_ = NamedThread("run-" + projection_->Name(), [this] { Run(); });
   return OkStatus();
 }
 

@@ -38,10 +38,7 @@ Status Registrar::Start() {
                             Logger("registrar")->info("msg=\"registrar partition revoked\"");
                           }}));
   running_ = true;
-  thread_ = std::thread([this] {
-    NameThisThread("registrar");
-    Run();
-  });
+  thread_ = NamedThread("registrar", [this] { Run(); });
   return OkStatus();
 }
 

@@ -24,10 +24,7 @@ class TaskPool {
     std::lock_guard lock(mu_);
     running_ = true;
     for (int i = 0; i < std::max(1, threads); ++i) {
-      threads_.emplace_back([this, name, i] {
-        NameThisThread(name + "-" + std::to_string(i));
-        Loop();
-      });
+      threads_.push_back(NamedThread(name + "-" + std::to_string(i), [this] { Loop(); }));
     }
   }
 
