@@ -100,8 +100,7 @@ std::optional<FactEmitter::Sent> CleanupWorker::Park(const CleanupRecord& r, boo
   parked.status = kCleanupPendingProvider;
   parked.error = known ? "provider '" + r.provider_name + "' is " + HealthStatusName(health)
                        : "provider '" + r.provider_name + "' is not registered";
-  parked.root = r.root;
-  return emitter_->EmitAsync(r.root, parked);
+  return emitter_->EmitAsync(r.root, std::move(parked));
 }
 
 bool CleanupWorker::Submit(const CleanupRecord& r) {

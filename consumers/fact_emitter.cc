@@ -69,10 +69,10 @@ Status FactEmitter::Fold(Sent& sent) {
 }
 
 std::optional<FactEmitter::Sent> FactEmitter::EmitAsync(const std::string& root,
-                                                        const InstanceFact& fact) {
+                                                        InstanceFact fact) {
   std::shared_lock lock(own_mu_);
   if (!owned_.count(PartitionOf(root))) return std::nullopt;
-  return Produce(root, fact);
+  return Produce(root, std::move(fact));
 }
 
 bool FactEmitter::Acknowledged(Sent sent) {
@@ -90,8 +90,7 @@ bool FactEmitter::Acknowledged(Sent sent) {
 }
 
 bool FactEmitter::Emit(const std::string& root, InstanceFact fact) {
-  EnvelopeOf(fact).root = root;
-  auto sent = EmitAsync(root, fact);
+  auto sent = EmitAsync(root, std::move(fact));
   return sent && Acknowledged(std::move(*sent));
 }
 

@@ -63,7 +63,7 @@ class FactEmitter {
   // Waits for `sent`'s ack and folds the fact into the decider.
   Status Fold(Sent& sent);
   // Produces `fact` if this instance owns `root` (nullopt otherwise).
-  std::optional<Sent> EmitAsync(const std::string& root, const InstanceFact& fact);
+  std::optional<Sent> EmitAsync(const std::string& root, InstanceFact fact);
   // Waits for the ack, folds it, fires the crash hook. False if Kafka did not acknowledge.
   bool Acknowledged(Sent sent);
   // EmitAsync + Acknowledged.
