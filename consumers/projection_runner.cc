@@ -2,6 +2,7 @@
 
 #include "consumers/dead_letter.h"
 #include "src/common/log.h"
+#include "src/common/retry.h"
 #include "src/common/thread_name.h"
 
 namespace dcm {
@@ -22,6 +23,10 @@ ProjectionRunner::ProjectionRunner(RunnerOptions options, Store* store, Projecti
   if (metrics_) {
     lag_gauge_ = &metrics_->GetGauge("dcm_consumer_lag", "Records not yet applied",
                                      "consumer=\"" + projection_->Name() + "\"");
+    failures_counter_ = &metrics_->GetCounter(
+        "dcm_projection_batch_failures_total",
+        "Batches a projection could not commit (store or dead-letter failure) and retried",
+        "projection=\"" + projection_->Name() + "\"");
   }
 }
 
@@ -58,7 +63,11 @@ Status ProjectionRunner::Start() {
 }
 
 void ProjectionRunner::Stop() {
-  running_ = false;
+  {
+    std::lock_guard lock(wait_mu_);
+    running_ = false;
+  }
+  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   consumer_.reset();
 }
@@ -83,6 +92,7 @@ void ProjectionRunner::UpdateProgress() {
 
 void ProjectionRunner::Run() {
   auto logger = Logger("runner");
+  int failures = 0;
   while (running_.load()) {
     auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);
     if (!messages) {
@@ -91,18 +101,46 @@ void ProjectionRunner::Run() {
       continue;
     }
     if (!messages->empty()) {
-      if (auto status = ProcessBatch(*messages); !status) {
-        logger->error("msg=\"projection stopped\" projection={} error=\"{}\"", projection_->Name(),
-                      status.error().message);
-        healthy_ = false;
-        return;
+      std::map<TopicPartition, int64_t> first;
+      if (auto status = ProcessBatch(*messages, first); !status) {
+        Retry(first, status.error(), ++failures);
+        continue;
+      }
+      if (failures > 0) {
+        logger->info("msg=\"projection resumed\" projection={} failed_attempts={}",
+                     projection_->Name(), failures);
+        failures = 0;
+        healthy_ = true;
       }
     }
     UpdateProgress();
   }
 }
 
-Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages) {
+void ProjectionRunner::Retry(const std::map<TopicPartition, int64_t>& first, const Error& error,
+                             int failures) {
+  healthy_ = false;
+  if (failures_counter_) failures_counter_->Inc();
+  for (const auto& [tp, offset] : first) {
+    next_[tp] = offset;
+    if (auto sought = consumer_->Seek(tp.first, tp.second, offset); !sought) {
+      Logger("runner")->warn("msg=\"seek failed\" projection={} error=\"{}\"", projection_->Name(),
+                             sought.error().message);
+    }
+  }
+  const auto delay = RetryDelay(failures);
+  if (LogRetry(failures)) {
+    Logger("runner")->error(
+        "msg=\"projection batch failed, nothing committed; retrying\" projection={} "
+        "attempt={} retry_in_ms={} error=\"{}\"",
+        projection_->Name(), failures, delay.count(), error.message);
+  }
+  std::unique_lock lock(wait_mu_);
+  wake_.wait_for(lock, delay, [this] { return !running_.load(); });
+}
+
+Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
+                                      std::map<TopicPartition, int64_t>& first) {
   const auto lock = projection_->LockBatch();
   StoreBatch batch;
   std::vector<CloudEvent> applied;
@@ -116,6 +154,7 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages)
     TopicPartition tp{m.topic, m.partition};
     auto& next = next_[tp];
     if (m.offset < next) continue;  // re-delivered after a seek
+    first.try_emplace(tp, m.offset);
     next = m.offset + 1;
     touched[std::move(tp)] = next;
     auto event = DecodeCloudEvent(m.value);

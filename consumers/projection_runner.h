@@ -5,12 +5,18 @@
 //     poll batch ─▶ decode ─▶ Apply × n (poison → dead letter) ─▶ offsets into the same batch
 //     ─▶ Store::Write ─▶ AfterCommit ─▶ poll batch ...
 //
+// A batch that fails (a store write or read failing: disk full, a corrupt file; a dead letter
+// Kafka did not take) is not committed: the runner seeks back to its first record, reports
+// itself unhealthy (/readyz), and tries the same records again with backoff (250 ms doubling to
+// 5 s) until it succeeds. A failing store never dead-letters a valid event (SPEC §7).
+//
 // Not a consumer group: every instance folds every partition, because every instance serves
 // reads. Restarts resume from the offsets stored with the state, so nothing is applied twice or
 // skipped (SPEC §5.3). Thread-safety: Start/Stop from one thread; the status getters from any.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,15 +52,21 @@ class ProjectionRunner {
 
   // True once every partition reached the high watermark it had at start (SPEC §3.5 /readyz).
   bool CaughtUp() const { return caught_up_.load(); }
-  // False once the runner stopped on an error it cannot skip (I/O, a broken invariant).
+  // False while its last batch failed and is being retried (see above).
   bool Healthy() const { return healthy_.load(); }
   // Messages not yet applied, summed over partitions (from the last fetch's watermarks).
   int64_t Lag() const;
   uint64_t Applied() const { return applied_.load(); }
 
  private:
+  using TopicPartition = std::pair<std::string, int32_t>;
   void Run();
-  Status ProcessBatch(const std::vector<KafkaMessage>& messages);
+  // Applies and commits `messages`; `first` receives the first offset applied per partition (the
+  // batch's start, to seek back to when it fails).
+  Status ProcessBatch(const std::vector<KafkaMessage>& messages,
+                      std::map<TopicPartition, int64_t>& first);
+  // After a failed batch: seek back to `first`, report, and wait the backoff (or until Stop).
+  void Retry(const std::map<TopicPartition, int64_t>& first, const Error& error, int failures);
   void UpdateProgress();
   void Publish(const std::map<std::pair<std::string, int32_t>, int64_t>& next);
 
@@ -70,11 +82,13 @@ class ProjectionRunner {
   std::atomic<bool> healthy_{true};
   std::atomic<uint64_t> applied_{0};
   std::atomic<int64_t> lag_{0};
-  using TopicPartition = std::pair<std::string, int32_t>;
+  std::mutex wait_mu_;  // Retry's backoff wait, cut short by Stop
+  std::condition_variable wake_;
   std::vector<std::string> topics_;            // topic, then more_topics
   std::map<TopicPartition, int64_t> next_;     // runner thread only
   std::map<TopicPartition, int64_t> targets_;  // high watermarks at start
   Gauge* lag_gauge_ = nullptr;
+  Counter* failures_counter_ = nullptr;
 };
 
 }  // namespace dcm

@@ -136,8 +136,14 @@ Result<ProjectionComparison> CompareProjection(const Store& live, const Store& r
                                                const ProjectionEntry& entry) {
   ProjectionComparison comparison;
   comparison.name = entry.name;
-  ASSIGN_OR_RETURN(comparison.live_digest, live.Digest(entry.prefix));
   ASSIGN_OR_RETURN(comparison.rebuilt_digest, rebuilt.Digest(entry.prefix));
+  auto live_digest = live.Digest(entry.prefix);
+  if (!live_digest && live_digest.error().code == ErrorCode::kStorage) {
+    // A corrupt live store is what a rebuild repairs: report it as a difference, not a failure.
+    comparison.live_digest = "unreadable (" + live_digest.error().message + ")";
+    return comparison;
+  }
+  ASSIGN_OR_RETURN(comparison.live_digest, std::move(live_digest));
   if (!comparison.match()) {
     ASSIGN_OR_RETURN(comparison.first_difference,
                      Store::FirstDifference(live, rebuilt, entry.prefix));

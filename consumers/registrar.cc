@@ -5,6 +5,7 @@
 #include "consumers/dead_letter.h"
 #include "projections/instance_projection.h"
 #include "src/common/log.h"
+#include "src/common/retry.h"
 #include "src/common/thread_name.h"
 
 namespace dcm {
@@ -43,7 +44,11 @@ Status Registrar::Start() {
 }
 
 void Registrar::Stop() {
-  running_ = false;
+  {
+    std::lock_guard lock(wait_mu_);
+    running_ = false;
+  }
+  wake_.notify_all();
   if (options_.applied) options_.applied->Wake();  // a deletion waiting on the projections
   if (thread_.joinable()) thread_.join();
   if (consumer_) consumer_->Close();  // leave the group now: a survivor takes over at once
@@ -74,6 +79,7 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
 
 void Registrar::Run() {
   auto logger = Logger("registrar");
+  int failures = 0;
   while (running_.load()) {
     auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);
     if (!messages) {
@@ -82,6 +88,11 @@ void Registrar::Run() {
     }
     if (messages->empty() || !owner_.load()) continue;
     auto processed = ProcessBatch(*messages);
+    if (processed && failures > 0) {
+      logger->info("msg=\"registrar resumed\" failed_attempts={}", failures);
+      failures = 0;
+      healthy_ = true;
+    }
     if (processed && *processed) {
       // A deletion waits for the projections (notified by their runners, woken by Stop), then
       // the batch is read again.
@@ -95,15 +106,22 @@ void Registrar::Run() {
       }
     } else if (!processed) {
       // Nothing of this batch was committed: read it again from the committed offset.
-      logger->warn("msg=\"batch not committed, retrying\" error=\"{}\"", processed.error().message);
+      healthy_ = false;
       if (processed.error().code == ErrorCode::kCorruption) {
-        healthy_ = false;  // the decider's own state is unreadable: a broken invariant
-        return;
+        logger->error("msg=\"registrar stopped: its state is unreadable\" error=\"{}\"",
+                      processed.error().message);
+        return;  // a broken invariant: retrying cannot help
+      }
+      const auto delay = RetryDelay(++failures);
+      if (LogRetry(failures)) {
+        logger->warn("msg=\"batch not committed, retrying\" attempt={} retry_in_ms={} error=\"{}\"",
+                     failures, delay.count(), processed.error().message);
       }
       if (auto seek = consumer_->Seek(options_.requests_topic, 0, next_offset_); !seek) {
         logger->warn("msg=\"seek failed\" error=\"{}\"", seek.error().message);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::unique_lock lock(wait_mu_);
+      wake_.wait_for(lock, delay, [this] { return !running_.load(); });
     }
   }
 }
@@ -190,6 +208,9 @@ Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>
 }
 
 Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) {
+  // A store that refuses writes (disk full) would fail the commit: decide nothing, so that no
+  // outcome is produced again at every retry.
+  RETURN_IF_ERROR(store_->CheckWritable());
   StoreBatch batch;
   std::vector<std::future<Status>> pending;
   std::vector<Produced> produced;

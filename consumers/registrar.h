@@ -32,9 +32,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +118,8 @@ class Registrar {
   std::atomic<bool> running_{false};
   std::atomic<bool> owner_{false};
   std::atomic<bool> healthy_{true};
+  std::mutex wait_mu_;  // the retry backoff's wait, cut short by Stop
+  std::condition_variable wake_;
   int64_t next_offset_ = 0;  // runner thread only
   // ProjectionsCaughtUp's targets: projection name, topic, partition -> offset to reach. Reset at
   // each assignment; runner thread only.

@@ -8,18 +8,36 @@
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <sys/statvfs.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <thread>
 
 namespace dcm {
 namespace {
 
+// Every RocksDB failure is the store's (kStorage: disk full, I/O error, a corrupt file), never
+// an event's: a runner retries it and never dead-letters the event it was applying.
 Error FromRocksDb(const rocksdb::Status& status) {
-  const ErrorCode code = status.IsCorruption() ? ErrorCode::kCorruption
-                         : status.IsNotFound() ? ErrorCode::kNotFound
-                                               : ErrorCode::kUnavailable;
+  const ErrorCode code = status.IsNotFound() ? ErrorCode::kNotFound : ErrorCode::kStorage;
   return Error{code, "rocksdb: " + status.ToString(), {}};
+}
+
+Result<uint64_t> StatvfsFreeBytes(const std::string& path) {
+  struct statvfs fs {};
+  if (statvfs(path.c_str(), &fs) != 0) {
+    return MakeError(ErrorCode::kStorage,
+                     fmt::format("cannot read the free space of {}: {}", path, strerror(errno)));
+  }
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 constexpr std::string_view kOffsetPrefix = "__offset/";
@@ -65,6 +83,9 @@ Store::~Store() {
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions options) {
   std::unique_ptr<Store> store(new Store());
+  store->path_ = path;
+  store->guard_ = options;
+  if (!store->guard_.free_bytes) store->guard_.free_bytes = StatvfsFreeBytes;
   rocksdb::Options opts;
   opts.create_if_missing = true;
   opts.IncreaseParallelism(2);
@@ -148,7 +169,7 @@ Result<std::optional<std::string>> Store::Get(std::string_view key, const StoreB
   std::string value;
   auto status = db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
   if (status.IsNotFound()) return std::optional<std::string>();
-  if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+  if (!status.ok()) return tl::unexpected(Failed(status));
   return std::optional<std::string>(std::move(value));
 }
 
@@ -167,8 +188,14 @@ Status Store::Write(StoreBatch& batch) {
     }
   }
   if (writes.Count() > 0) {
+    RETURN_IF_ERROR(CheckFreeSpace());
     auto status = db_->Write(wo, &writes);
-    if (!status.ok()) return tl::unexpected(FromRocksDb(status));
+    if (!status.ok()) {
+      Error error = Failed(status);
+      SetWriteProblem(error.message);
+      return tl::unexpected(std::move(error));
+    }
+    if (has_write_problem_.load(std::memory_order_relaxed)) SetWriteProblem("");
   }
   if (bulk_load_) {
     // Tracked writes stay in the read index until FinishBulkLoad writes the last value of each
@@ -194,8 +221,51 @@ Status Store::Scan(std::string_view prefix, std::string_view start_after,
     const auto value = it->value();
     if (!fn(k, std::string_view(value.data(), value.size()))) break;
   }
-  if (!it->status().ok()) return tl::unexpected(FromRocksDb(it->status()));
+  if (!it->status().ok()) return tl::unexpected(Failed(it->status()));
   return OkStatus();
+}
+
+Error Store::Failed(const rocksdb::Status& status) const {
+  Error error = FromRocksDb(status);
+  if (status.IsCorruption()) {
+    std::lock_guard lock(problem_mu_);
+    if (corruption_.empty()) corruption_ = "corrupt: " + error.message;
+  }
+  return error;
+}
+
+Status Store::CheckFreeSpace() {
+  if (guard_.min_free_bytes == 0 || env_) return OkStatus();
+  const int64_t now = SteadyNowNs();
+  if (now >= next_free_check_ns_.load(std::memory_order_relaxed)) {
+    next_free_check_ns_.store(
+        now + std::chrono::nanoseconds(guard_.free_space_check_interval).count(),
+        std::memory_order_relaxed);
+    auto free = guard_.free_bytes(path_);
+    low_on_space_ = !free || *free < guard_.min_free_bytes;
+    if (low_on_space_) {
+      SetWriteProblem(free ? fmt::format("disk full: {} MiB free under {}, below the reserve of {} "
+                                         "MiB (--min-free-disk-mb): writes are refused",
+                                         *free >> 20, path_, guard_.min_free_bytes >> 20)
+                           : free.error().message);
+    }
+  }
+  if (!low_on_space_.load(std::memory_order_relaxed)) return OkStatus();
+  std::lock_guard lock(problem_mu_);
+  return MakeError(ErrorCode::kStorage, write_problem_);
+}
+
+void Store::SetWriteProblem(const std::string& problem) {
+  std::lock_guard lock(problem_mu_);
+  write_problem_ = problem;
+  has_write_problem_ = !problem.empty();
+}
+
+std::optional<std::string> Store::Problem() const {
+  std::lock_guard lock(problem_mu_);
+  if (!corruption_.empty()) return corruption_;
+  if (!write_problem_.empty()) return write_problem_;
+  return std::nullopt;
 }
 
 Result<std::string> Store::Digest(std::string_view prefix) const {

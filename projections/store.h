@@ -8,6 +8,8 @@
 // (RocksDB is); a StoreBatch belongs to one thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,6 +26,7 @@
 
 namespace rocksdb {
 class DB;
+class Status;
 class Env;
 class WriteBatch;
 }  // namespace rocksdb
@@ -85,6 +88,14 @@ struct StoreOptions {
   bool bulk_load = false;
   // Keep everything in memory (RocksDB's MemEnv): hermetic unit tests.
   bool in_memory = false;
+  // Writes are refused (kStorage) while the filesystem that holds the store has fewer free bytes
+  // than this; 0 turns the check off. RocksDB must never meet a full disk itself: Debian's
+  // RocksDB build aborts in its recovery from a failed WAL append (docs/operations.md).
+  uint64_t min_free_bytes = 0;
+  // How long a free-space reading is reused (a statvfs per write would cost ~1 us each).
+  std::chrono::milliseconds free_space_check_interval{100};
+  // The free bytes of the filesystem holding `path` (default: statvfs). A test seam.
+  std::function<Result<uint64_t>(const std::string& path)> free_bytes = {};
 };
 
 class Store {
@@ -102,6 +113,15 @@ class Store {
   Result<std::optional<std::string>> Get(std::string_view key,
                                          const StoreBatch* batch = nullptr) const;
   Status Write(StoreBatch& batch);
+
+  // OkStatus, or why a Write would be refused now without trying it (the free-space guard).
+  Status CheckWritable() { return CheckFreeSpace(); }
+
+  // Why the store cannot be relied on now, for /readyz and logs; nullopt when it can. A corrupt
+  // file (met by any read or write) is reported until the process restarts, since only
+  // `dcm projections rebuild` repairs it; a refused or failed write is reported until a write
+  // succeeds.
+  std::optional<std::string> Problem() const;
 
   // Calls fn(key, value) for keys starting with `prefix`, from `start_after` (exclusive; empty
   // = from the first), in key order, until fn returns false.
@@ -140,6 +160,12 @@ class Store {
 
  private:
   Store() = default;
+  // Maps a failed RocksDB status to kStorage (kNotFound stays itself) and remembers a
+  // corruption for Problem().
+  Error Failed(const rocksdb::Status& status) const;
+  // kStorage while the disk has less than min_free_bytes free (see StoreOptions).
+  Status CheckFreeSpace();
+  void SetWriteProblem(const std::string& problem);
   Status FinishBulk(bool compact);
   Status WriteBulkIndex();             // holds bulk_mu_
   std::unique_ptr<rocksdb::Env> env_;  // only for in_memory
@@ -147,6 +173,16 @@ class Store {
   bool bulk_load_ = false;
   mutable std::shared_mutex bulk_mu_;  // Get shares it; Write takes it
   StoreKeyMap bulk_index_;             // bulk_load only
+  // The free-space guard (StoreOptions::min_free_bytes).
+  std::string path_;
+  StoreOptions guard_;
+  std::atomic<int64_t> next_free_check_ns_{0};
+  std::atomic<bool> low_on_space_{false};
+  // Problem(): set by failures, read by /readyz.
+  mutable std::mutex problem_mu_;
+  mutable std::string corruption_;  // sticky
+  std::string write_problem_;       // until a write succeeds
+  std::atomic<bool> has_write_problem_{false};
 };
 
 }  // namespace dcm

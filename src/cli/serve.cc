@@ -235,6 +235,11 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--data-dir", c.data_dir,
                   "RocksDB projections and their offsets (dev: a fresh temporary dir)")
       ->capture_default_str();
+  cmd->add_option("--min-free-disk-mb", c.min_free_disk_mb,
+                  "Refuse store writes below this much free disk under --data-dir (0: off)")
+      ->envname("DCM_MIN_FREE_DISK_MB")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
   cmd->add_option("--kafka-brokers", c.kafka_brokers, "Kafka bootstrap servers host:port,...")
       ->envname("KAFKA_BROKERS");
   cmd->add_option("--topic-prefix", c.topics.prefix, "Prefix of every topic name")

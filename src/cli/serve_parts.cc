@@ -91,8 +91,13 @@ Status AddStore(ServeParts& parts) {
     return MakeError(ErrorCode::kInternal,
                      "cannot create data dir " + config.data_dir + ": " + ec.message());
   }
-  ASSIGN_OR_RETURN(parts.store, Store::Open(config.data_dir + "/state"));
+  ASSIGN_OR_RETURN(parts.store, Store::Open(config.data_dir + "/state",
+                                            StoreOptions{.min_free_bytes = static_cast<uint64_t>(
+                                                             config.min_free_disk_mb << 20)}));
   parts.views = std::make_unique<Views>(parts.store.get());
+  // Not ready while the disk is below the reserve, a write failed, or a file is corrupt.
+  parts.components.Add(
+      {.name = "store", .ready = [s = parts.store.get()] { return !s->Problem().has_value(); }});
   return OkStatus();
 }
 

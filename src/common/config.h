@@ -129,6 +129,10 @@ struct Config {
   // Where RocksDB keeps projections and their consumed offsets. Empty in dev mode means a fresh
   // temporary directory.
   std::string data_dir = "./data";
+  // Writes to the store are refused (projections pause, writes answer 503) while the data dir's
+  // filesystem has less free space than this (--min-free-disk-mb, DCM_MIN_FREE_DISK_MB); 0 = no
+  // check. It covers a memtable flush (2 x 64 MiB) with room to spare.
+  int64_t min_free_disk_mb = 256;
   // Comma-separated bootstrap servers (env KAFKA_BROKERS). Empty with --dev: embedded mock.
   std::string kafka_brokers;
   bool dev = false;

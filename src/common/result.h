@@ -19,6 +19,7 @@ enum class ErrorCode {
   kUnavailable,           // a dependency (Kafka, a decider) is down or slow: HTTP 503
   kTimeout,               // HTTP 503 as well; the write may still land
   kCorruption,            // stored data or an event cannot be decoded
+  kStorage,               // the local store failed (disk full, I/O error, a corrupt file): 503
   kInternal,              // a bug or an unexpected library failure: HTTP 500
 };
 

@@ -85,6 +85,7 @@ int HttpStatusFor(ErrorCode code) {
       return 415;
     case ErrorCode::kUnavailable:
     case ErrorCode::kTimeout:
+    case ErrorCode::kStorage:
       return 503;
     case ErrorCode::kCorruption:
     case ErrorCode::kInternal:

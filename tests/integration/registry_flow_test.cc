@@ -30,10 +30,11 @@ struct Instance {
   // `live`: what the registrar reads as a provider's live instances (the instance projection);
   // with it, the registrar also waits for that projection (its offsets of dcm.instances).
   Instance(testing::KafkaEnv& env, const std::string& dir,
-           std::function<Result<int64_t>(const std::string&)> live = nullptr)
+           std::function<Result<int64_t>(const std::string&)> live = nullptr,
+           StoreOptions store_options = {})
       : env(env) {
     std::filesystem::create_directories(dir);
-    store = OrDie(Store::Open(dir));
+    store = OrDie(Store::Open(dir, std::move(store_options)));
     producer = OrDie(Producer::Create(env.kafka));
     registry = std::make_unique<RegistryProjection>(store.get(), &waiters, &metrics);
     view = std::make_unique<RegistryView>(store.get());
@@ -364,6 +365,82 @@ TEST_F(RegistryFlowTest, AKafkaDeletionWaitsForTheInstanceProjectionAndIsRefused
   del.force = true;
   auto forced = OrDie(in.Send(EncodeProviderRequest(del, "kcat", 0)));
   EXPECT_EQ(forced.kind, OutcomeKind::kDeleted);
+}
+
+}  // namespace
+}  // namespace dcm
+
+namespace dcm {
+namespace {
+
+// SPEC §7 local faults: a disk below the reserve pauses the registrar and the registry runner
+// (nothing committed, nothing dead-lettered, /readyz not ready), and both resume by themselves,
+// each request decided once, when space is back.
+TEST(StoreFaultFlowTest, ADiskBelowTheReservePausesDecisionsAndFoldsAndBothResumeWhenSpaceReturns) {
+  auto env = testing::KafkaEnv::Create();
+  ASSERT_NE(env, nullptr);
+  const auto dir = std::filesystem::temp_directory_path() / ("dcm-it-" + NewUuidV4().substr(0, 8));
+  std::atomic<bool> full{false};
+  Instance in(*env, dir.string(), nullptr,
+              StoreOptions{.min_free_bytes = 1 << 20,
+                           .free_space_check_interval = std::chrono::milliseconds(0),
+                           .free_bytes = [&full](const std::string&) -> Result<uint64_t> {
+                             return full ? 0 : uint64_t{1} << 30;
+                           }});
+  in.Start();
+  auto before = in.Register("before-" + NewUuidV4().substr(0, 6));
+  ASSERT_TRUE(before) << before.error().message;
+
+  full = true;
+  const std::string name = "during-" + NewUuidV4().substr(0, 6);
+  auto during = std::async(std::launch::async, [&] { return in.Register(name); });
+  // An outcome produced straight to dcm.providers (as another instance's registrar would).
+  ProviderOutcome other;
+  other.kind = OutcomeKind::kRegistered;
+  other.request_id = NewUuidV4();
+  other.seq = 1000000;
+  other.provider.id = NewUuidV4();
+  other.provider.spec.name = "elsewhere-" + NewUuidV4().substr(0, 6);
+  other.provider.spec.endpoint = "http://sp.example:9000/api/vm";
+  other.provider.spec.service_type = "vm";
+  other.provider.seq = other.seq;
+  ASSERT_TRUE(in.producer->ProduceSync(
+      env->config.topics.Providers(), other.provider.id,
+      EncodeCloudEvent(EncodeProviderOutcome(other, "test", SystemClock::Instance().NowMillis()))));
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((in.registrar->Healthy() || in.runner->Healthy()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_FALSE(in.registrar->Healthy());
+  EXPECT_FALSE(in.runner->Healthy());
+  ASSERT_TRUE(in.store->Problem());
+  EXPECT_NE(in.store->Problem()->find("disk full"), std::string::npos);
+  EXPECT_EQ(during.wait_for(0s), std::future_status::timeout);  // not decided meanwhile
+  EXPECT_EQ(*in.view->Get(other.provider.id), std::nullopt);    // not folded meanwhile
+
+  full = false;
+  auto decided = during.get();
+  ASSERT_TRUE(decided) << decided.error().message;
+  EXPECT_EQ(decided->kind, OutcomeKind::kRegistered);
+  const auto resumed = std::chrono::steady_clock::now() + 10s;
+  while (!(in.runner->Healthy() && in.registrar->Healthy() && *in.view->Get(other.provider.id)) &&
+         std::chrono::steady_clock::now() < resumed) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(in.runner->Healthy());
+  EXPECT_TRUE(in.registrar->Healthy());
+  EXPECT_TRUE(*in.view->Get(other.provider.id));
+  EXPECT_EQ(in.store->Problem(), std::nullopt);
+  for (const char* consumer : {"registry", "registrar"}) {
+    EXPECT_EQ(
+        in.metrics
+            .GetCounter("dcm_dead_letters_total", "", std::string("consumer=\"") + consumer + "\"")
+            .Value(),
+        0u)
+        << consumer;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
