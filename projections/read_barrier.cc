@@ -10,8 +10,13 @@ constexpr auto kDeadlineTick = std::chrono::milliseconds(20);
 }  // namespace
 
 ReadBarrier::ReadBarrier(std::vector<std::string> topics, std::vector<ProjectionTopics> projections,
-                         const Clock* clock, std::chrono::milliseconds read_wait)
+                         const Clock* clock, std::chrono::milliseconds read_wait, Metrics* metrics)
     : topics_(std::move(topics)), clock_(clock), read_wait_(read_wait) {
+  if (metrics) {
+    const std::string help = "Reads that waited for this instance to reach their position";
+    caught_up_ = &metrics->GetCounter("dcm_read_waits_total", help, "result=\"caught_up\"");
+    timed_out_ = &metrics->GetCounter("dcm_read_waits_total", help, "result=\"timed_out\"");
+  }
   projections.resize(std::min<size_t>(projections.size(), 32));
   for (const auto& p : projections) {
     names_.push_back(p.name);
@@ -139,7 +144,10 @@ size_t ReadBarrier::RunDue() {
     }
     waiters_.swap(kept);
   }
-  for (auto& [then, reached] : due) then(reached);
+  for (auto& [then, reached] : due) {
+    if (caught_up_) (reached ? caught_up_ : timed_out_)->Inc();
+    then(reached);
+  }
   return due.size();
 }
 

@@ -42,6 +42,7 @@
 
 #include "projections/read_position.h"
 #include "src/common/clock.h"
+#include "src/common/metrics.h"
 
 namespace dcm {
 
@@ -55,9 +56,10 @@ class ReadBarrier {
   using Continue = std::function<void(bool caught_up)>;
 
   // `topics`: Topics::EventTopics(), whose indices number the topics of a ReadPosition. At most
-  // 32 projections.
+  // 32 projections. With `metrics`: counter dcm_read_waits_total{result="caught_up"|"timed_out"}
+  // (reads that had to wait, by how the wait ended).
   ReadBarrier(std::vector<std::string> topics, std::vector<ProjectionTopics> projections,
-              const Clock* clock, std::chrono::milliseconds read_wait);
+              const Clock* clock, std::chrono::milliseconds read_wait, Metrics* metrics = nullptr);
   ~ReadBarrier();
   ReadBarrier(const ReadBarrier&) = delete;
   ReadBarrier& operator=(const ReadBarrier&) = delete;
@@ -113,6 +115,8 @@ class ReadBarrier {
   const std::vector<std::string> topics_;
   const Clock* clock_;
   const std::chrono::milliseconds read_wait_;
+  Counter* caught_up_ = nullptr;  // null without metrics
+  Counter* timed_out_ = nullptr;
   std::vector<std::string> names_;  // projection i
   std::vector<uint64_t> consumes_;  // projection i: bit t set when it folds topic t
   std::vector<int> completes_;      // projection i: the topic it completes writes of, or -1

@@ -127,6 +127,29 @@ TEST_F(ReadBarrierTest, AReadThatDoesNotCatchUpGivesUpAtTheReadWait) {
   EXPECT_EQ(barrier_.Pending(), 0u);
 }
 
+TEST_F(ReadBarrierTest, WaitsAreCountedByHowTheyEnded) {
+  Metrics metrics;
+  ReadBarrier barrier(topics_.EventTopics(), {{"audit", topics_.EventTopics(), ""}}, &clock_,
+                      milliseconds(100), &metrics);
+  barrier.Acknowledge(topics_.Providers(), 0, 1);
+  const uint32_t mask = barrier.Mask({"audit"});
+  for (int i = 0; i < 2; ++i) {
+    ReadPosition acknowledged;
+    ASSERT_FALSE(barrier.CaughtUp(mask, {}, &acknowledged));
+    barrier.Keep(mask, acknowledged, {}, [](bool) {});
+  }
+  clock_.Advance(milliseconds(100));
+  EXPECT_EQ(barrier.RunDue(), 2u);
+  ReadPosition acknowledged;
+  ASSERT_FALSE(barrier.CaughtUp(mask, {}, &acknowledged));
+  barrier.Keep(mask, acknowledged, {}, [](bool) {});
+  barrier.Applied("audit", topics_.Providers(), 0, 1);
+  EXPECT_EQ(barrier.RunDue(), 1u);
+  const std::string text = metrics.RenderPrometheus();
+  EXPECT_NE(text.find("dcm_read_waits_total{result=\"timed_out\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("dcm_read_waits_total{result=\"caught_up\"} 1"), std::string::npos) << text;
+}
+
 TEST_F(ReadBarrierTest, AReadWaitOfZeroAnswersAtTheFirstLookWhenBehind) {
   ReadBarrier barrier(topics_.EventTopics(), {{"audit", topics_.EventTopics(), ""}}, &clock_,
                       milliseconds(0));
