@@ -1,6 +1,8 @@
 // KafkaCommandBus: CommandBus over Kafka. Submit registers a waiter, produces the request
 // (acks=all) and lets the registry runner complete the waiter when the outcome is applied here.
-// A reaper thread fails waiters past their deadline. Thread-safe.
+// A reaper thread fails waiters past their deadline. With a read barrier, an outcome is answered
+// only once the barrier holds the request's and the outcome's positions as acknowledged, so every
+// later read on this instance reflects both (SPEC §7, projections/read_barrier.h). Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -11,6 +13,7 @@
 #include "consumers/kafka.h"
 #include "events/command_bus.h"
 #include "projections/outcome_waiters.h"
+#include "projections/read_barrier.h"
 #include "src/common/clock.h"
 #include "src/common/metrics.h"
 
@@ -26,6 +29,10 @@ class KafkaCommandBus final : public CommandBus {
   void Submit(const CloudEvent& request, Done done) override;
   void Record(const CloudEvent& outcome) override;
 
+  // Acknowledges the positions of successful writes to `barrier` (null: none). Call before the
+  // first Submit.
+  void TrackAcknowledged(ReadBarrier* barrier) { barrier_ = barrier; }
+
  private:
   Producer* producer_;
   OutcomeWaiters* waiters_;
@@ -37,6 +44,7 @@ class KafkaCommandBus final : public CommandBus {
   // > 0: requests go to KeyPartition(subject, partitions) (the worker that owns the subject's
   // partition decides it); 0: the producer's partitioner picks.
   int32_t partitions_;
+  ReadBarrier* barrier_ = nullptr;
   std::atomic<bool> running_{true};
   std::thread reaper_;
 };

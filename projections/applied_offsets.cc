@@ -13,6 +13,7 @@ void AppliedOffsets::Publish(const std::string& projection, const std::string& t
     stored = next;
   }
   cv_.notify_all();
+  if (observer_) observer_(projection, topic, partition, next);
 }
 
 int64_t AppliedOffsets::Next(const std::string& projection, const std::string& topic,

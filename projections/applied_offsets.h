@@ -7,7 +7,9 @@
 //   waiter ── WaitFor(projection, topic, {partition: next}, deadline) ──▶ true once reached
 //
 // Offsets only grow (a smaller one is ignored). Wake() releases every waiter at once (their
-// owner is stopping; they re-check their own stop flag). Thread-safe.
+// owner is stopping; they re-check their own stop flag). An observer (the read barrier,
+// read_barrier.h) hears of every offset that grew, on the publishing thread. Thread-safe, but
+// SetObserver must be called before the first Publish.
 #pragma once
 
 #include <chrono>
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace dcm {
 
@@ -43,6 +46,11 @@ class AppliedOffsets {
   // Wakes every waiter now (so one whose owner stops re-checks `keep_waiting`).
   void Wake() const;
 
+  // Called after each Publish that moved an offset forward, outside the lock, with its arguments.
+  using Observer = std::function<void(const std::string& projection, const std::string& topic,
+                                      int32_t partition, int64_t next)>;
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
+
  private:
   using Key = std::tuple<std::string, std::string, int32_t>;
   bool Reached(const std::string& projection, const std::string& topic,
@@ -52,6 +60,7 @@ class AppliedOffsets {
   mutable std::condition_variable cv_;
   std::map<Key, int64_t> next_;
   mutable uint64_t wakes_ = 0;
+  Observer observer_;
 };
 
 }  // namespace dcm

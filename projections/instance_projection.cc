@@ -23,13 +23,15 @@ bool Saga::Has(std::string_view type) const {
 InstanceProjection::InstanceProjection(Store* store, OutcomeWaiters* waiters, Metrics* metrics)
     : store_(store), waiters_(waiters), applied_(metrics, kName), sagas_(&DecodeSaga, 10000) {}
 
-Status InstanceProjection::Apply(const CloudEvent& event, const EventPosition&, StoreBatch& batch) {
+Status InstanceProjection::Apply(const CloudEvent& event, const EventPosition& position,
+                                 StoreBatch& batch) {
   if (event.type == event_type::kOperationRequested) {
     // Not a fact (it belongs on dcm.instance-requests): nothing to fold. A placeholder keeps
     // batch_events_ aligned with the runner's applied events.
     InstanceEvent ignored;
     ignored.type = event.type;
     batch_events_.push_back(std::move(ignored));
+    batch_at_.push_back({position.partition, position.offset});
     return OkStatus();
   }
   // Flat for the listener and the waiters below, typed for the fold.
@@ -39,6 +41,7 @@ Status InstanceProjection::Apply(const CloudEvent& event, const EventPosition&, 
   RETURN_IF_ERROR(FoldInstanceFact(store_, batch, sagas_, fact));
   applied_.Inc(decoded->type);
   batch_events_.push_back(std::move(*decoded));
+  batch_at_.push_back({position.partition, position.offset});
   return OkStatus();
 }
 
@@ -48,6 +51,7 @@ void InstanceProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
   if (batch_events_.size() >= applied.size()) {
     batch_events_.erase(batch_events_.begin(),
                         batch_events_.end() - static_cast<ptrdiff_t>(applied.size()));
+    batch_at_.erase(batch_at_.begin(), batch_at_.end() - static_cast<ptrdiff_t>(applied.size()));
     // The listener first: the worker frees the roots whose operation ended before a caller,
     // answered below, can send its next request on them.
     if (listener_) {
@@ -59,11 +63,12 @@ void InstanceProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
     }
     for (size_t i = 0; waiters_ && i < applied.size(); ++i) {
       if (IsTerminal(applied[i].type) && batch_events_[i].type == applied[i].type) {
-        waiters_->Complete(batch_events_[i].request_id, applied[i]);
+        waiters_->Complete(batch_events_[i].request_id, applied[i], batch_at_[i]);
       }
     }
   }
   batch_events_.clear();
+  batch_at_.clear();
 }
 
 SpStatusProjection::SpStatusProjection(Store* store, Metrics* metrics)

@@ -132,6 +132,7 @@ class InstanceProjection final : public Projection {
   AppliedCounters applied_;
   Listener listener_;
   std::vector<InstanceEvent> batch_events_;  // decoded, of the batch in progress
+  std::vector<OutcomePosition> batch_at_;    // where each of those events is
   DecodedCache<Saga> sagas_;                 // by root: each step re-encodes, never re-decodes
 };
 

@@ -88,12 +88,13 @@ Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition& p
                                  StoreBatch& batch) {
   if (!own_.empty() && TakeOwn(position.partition, position.offset)) {
     applied_request_ids_.emplace_back();  // applied and answered already: no waiter to complete
+    applied_at_.emplace_back();
     return OkStatus();
   }
   return ApplyOwn(event, position, batch);
 }
 
-Status RegistryProjection::ApplyOwn(const CloudEvent& event, const EventPosition&,
+Status RegistryProjection::ApplyOwn(const CloudEvent& event, const EventPosition& position,
                                     StoreBatch& batch) {
   ASSIGN_OR_RETURN(auto outcome, DecodeProviderOutcome(event));
   if (outcome.request_id.empty()) {
@@ -119,6 +120,7 @@ Status RegistryProjection::ApplyOwn(const CloudEvent& event, const EventPosition
   batch.Put(Key(kRequestKey, outcome.request_id), event.type);
   applied_.Inc(event.type);
   applied_request_ids_.push_back(std::move(outcome.request_id));
+  applied_at_.push_back({position.partition, position.offset});
   return OkStatus();
 }
 
@@ -126,10 +128,11 @@ void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
   // applied[i] is the event whose request id Apply recorded i-th in this batch.
   if (waiters_ && applied.size() == applied_request_ids_.size()) {
     for (size_t i = 0; i < applied.size() && waiters_->Pending() > 0; ++i) {
-      waiters_->Complete(applied_request_ids_[i], applied[i]);
+      waiters_->Complete(applied_request_ids_[i], applied[i], applied_at_[i]);
     }
   }
   applied_request_ids_.clear();
+  applied_at_.clear();
   if (listener_ && !changes_.empty()) listener_(changes_);
   changes_.clear();
 }
@@ -142,6 +145,7 @@ void RegistryProjection::Committed(const std::vector<std::pair<int32_t, int64_t>
 
 void RegistryProjection::Abandoned() {
   applied_request_ids_.clear();
+  applied_at_.clear();
   changes_.clear();
 }
 

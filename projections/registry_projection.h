@@ -87,6 +87,7 @@ class RegistryProjection final : public Projection {
   std::map<int32_t, std::set<int64_t>> own_;  // partition -> offsets ApplyOwn applied; batch_mu_
   AppliedCounters applied_;
   std::vector<std::string> applied_request_ids_;  // of the batch in progress, in order
+  std::vector<OutcomePosition> applied_at_;       // where each of those outcomes is
   ChangeListener listener_;
   std::vector<ProviderChange> changes_;  // of the batch in progress
 };

@@ -32,6 +32,7 @@ struct ServeFlags {
   Config config;
   std::string service_types;
   std::string decision_timeout = "10s";
+  std::string read_wait = "5s";  // SPEC §7 consistent reads
   // HEALTH_CHECK_* durations, Go syntax (SPEC §2).
   std::string health_interval = "10s";
   std::string health_timeout = "5s";
@@ -66,6 +67,7 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
   Config& config = settings.config;
   for (auto [text, out, name] :
        {std::tuple{&flags.decision_timeout, &config.decision_timeout, "--decision-timeout"},
+        std::tuple{&flags.read_wait, &config.read_wait, "--read-wait"},
         std::tuple{&flags.health_interval, &config.health.interval, "HEALTH_CHECK_INTERVAL"},
         std::tuple{&flags.health_timeout, &config.health.timeout, "HEALTH_CHECK_TIMEOUT"},
         std::tuple{&flags.health_base_backoff, &config.health.base_backoff,
@@ -260,6 +262,11 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--decision-timeout", flags.decision_timeout,
                   "How long a write waits for its outcome before answering 503")
       ->envname("DCM_DECISION_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--read-wait", flags.read_wait,
+                  "How long a read waits for this instance to reach its acknowledged writes and "
+                  "?min_position= before answering 503 (0..25s)")
+      ->envname("DCM_READ_WAIT")
       ->capture_default_str();
   cmd->add_option("--session-timeout-ms", c.group_session_timeout_ms,
                   "Consumer-group session timeout: registrar failover time")

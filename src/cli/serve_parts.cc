@@ -264,6 +264,36 @@ void AddProber(ServeParts& parts) {
                         .ready = [p = parts.prober.get()] { return p->Healthy() && p->Joined(); }});
 }
 
+// Consistent reads (SPEC §7): the barrier hears every batch the runners apply (set before they
+// start) and the command buses' acknowledged writes; its thread runs the reads that waited.
+void AddReadBarrier(ServeParts& parts) {
+  const Topics& topics = parts.config.topics;
+  std::vector<ReadBarrier::ProjectionTopics> projections;
+  for (const ProjectionEntry& entry : parts.projections.entries) {
+    // The projections whose outcomes complete this instance's writes (read_barrier.h).
+    std::string completes;
+    if (entry.name == RegistryProjection::kName) completes = topics.Providers();
+    if (entry.name == InstanceProjection::kName) completes = topics.Instances();
+    projections.push_back({entry.name, entry.topics, completes});
+  }
+  parts.read_barrier =
+      std::make_unique<ReadBarrier>(topics.EventTopics(), std::move(projections),
+                                    &SystemClock::Instance(), parts.config.read_wait);
+  parts.applied_offsets.SetObserver(
+      [b = parts.read_barrier.get()](const std::string& projection, const std::string& topic,
+                                     int32_t partition, int64_t next) {
+        b->Applied(projection, topic, partition, next);
+      });
+  parts.consistent_reads = std::make_unique<http::ConsistentReads>(parts.read_barrier.get());
+  parts.components.Add({.name = "read-barrier",
+                        .start =
+                            [b = parts.read_barrier.get()] {
+                              b->Start();
+                              return OkStatus();
+                            },
+                        .stop = [b = parts.read_barrier.get()] { b->Stop(); }});
+}
+
 // HTTP writes go to the request topics and answer once their outcome is applied here.
 Status AddCommandBuses(ServeParts& parts) {
   const Config& config = parts.config;
@@ -278,21 +308,25 @@ Status AddCommandBuses(ServeParts& parts) {
       producer, &parts.instance_waiters, config.topics.InstanceRequests(),
       config.topics.Instances(), parts.settings.operation_timeout, &SystemClock::Instance(),
       &parts.metrics, request_partitions);
+  parts.commands->TrackAcknowledged(parts.read_barrier.get());
+  parts.instance_commands->TrackAcknowledged(parts.read_barrier.get());
   return OkStatus();
 }
 
 http::ApiContext BuildApi(const ServeParts& parts) {
   const Views& v = *parts.views;
-  return http::ApiContext{&v.registry,
-                          &v.health,
-                          parts.commands.get(),
-                          &parts.provider_rules,
-                          &SystemClock::Instance(),
-                          "dcm/http/" + parts.config.instance_id,
-                          &v.instances,
-                          parts.instance_commands.get(),
-                          &v.audit,
-                          parts.config.topics};
+  http::ApiContext api{&v.registry,
+                       &v.health,
+                       parts.commands.get(),
+                       &parts.provider_rules,
+                       &SystemClock::Instance(),
+                       "dcm/http/" + parts.config.instance_id,
+                       &v.instances,
+                       parts.instance_commands.get(),
+                       &v.audit,
+                       parts.config.topics};
+  api.consistency = parts.consistent_reads.get();
+  return api;
 }
 
 // The API and ops server; started last, so /readyz asks every other component.
@@ -344,6 +378,7 @@ Status BuildServeParts(ServeParts& parts) {
   AddInstanceWorker(parts);
   AddRegistrar(parts);
   AddProber(parts);
+  AddReadBarrier(parts);
   RETURN_IF_ERROR(AddCommandBuses(parts));
   return AddHttpServer(parts);
 }

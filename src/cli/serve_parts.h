@@ -9,6 +9,7 @@
 //   instance worker (policy, SP calls, cleanup) (--instance-worker)
 //   registrar
 //   prober                                      (--health-check)
+//   read barrier (consistent reads: waiting reads run on its thread)
 //   command buses (provider and instance writes)
 //   HTTP server (API + ops: /readyz asks every component with a check)
 //
@@ -38,11 +39,13 @@
 #include "projections/instance_projection.h"
 #include "projections/outcome_waiters.h"
 #include "projections/projection_catalog.h"
+#include "projections/read_barrier.h"
 #include "projections/registry_projection.h"
 #include "src/cli/components.h"
 #include "src/cli/trust_boundary.h"
 #include "src/common/config.h"
 #include "src/common/metrics.h"
+#include "src/http/consistent_reads.h"
 #include "src/http/ops_handlers.h"
 #include "src/http/placement_clients.h"
 #include "src/http/probe_client.h"
@@ -98,6 +101,8 @@ struct ServeParts {
   std::unique_ptr<InstanceWorker> worker;
   std::unique_ptr<Registrar> registrar;
   std::unique_ptr<Prober> prober;
+  std::unique_ptr<ReadBarrier> read_barrier;  // SPEC §7: what reads wait for
+  std::unique_ptr<http::ConsistentReads> consistent_reads;
   std::unique_ptr<KafkaCommandBus> commands;
   std::unique_ptr<KafkaCommandBus> instance_commands;
   std::unique_ptr<http::HttpServer> server;

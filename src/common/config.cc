@@ -85,6 +85,10 @@ Status ValidateConfig(const Config& c) {
   if (c.service_types.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "SERVICE_TYPES must name at least one type");
   }
+  if (c.read_wait.count() < 0 || c.read_wait > kMaxReadWait) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--read-wait must be 0..25s (the HTTP handler timeout is 30s)");
+  }
   if (c.partitions < 1 || c.partitions > 1024) {
     return MakeError(ErrorCode::kInvalidArgument, "--partitions must be 1..1024");
   }

@@ -148,6 +148,10 @@ struct Config {
   // How long a mutating HTTP call waits for its outcome to be applied locally before answering
   // 503. Registrar failover on a real cluster takes a session timeout; 10 s covers most.
   std::chrono::milliseconds decision_timeout{10000};
+  // How long a read waits for this instance's projections to reach the writes it acknowledged
+  // and the read's ?min_position= before answering 503 (SPEC §7, --read-wait). Below the HTTP
+  // server's 30 s handler timeout.
+  std::chrono::milliseconds read_wait{5000};
   // Kafka consumer-group session timeout for the registrar group, in ms. Failover of the single
   // decider takes about this long. 10 s is a middle ground between quick failover and false
   // alarms on a loaded machine; tests lower it (the mock needs >= 3000).
@@ -178,6 +182,10 @@ std::vector<std::string> SplitList(const std::string& text);
 // Checks values that flags alone cannot (startup config errors are fatal, with this message),
 // including SPEC §6's secure default: outside --dev, no auth setting and no AUTH_DISABLED=true
 // is an error that says what to set.
+// The longest --read-wait: below the HTTP server's handler timeout (30 s), which would answer
+// first.
+inline constexpr std::chrono::milliseconds kMaxReadWait{25000};
+
 Status ValidateConfig(const Config& config);
 
 }  // namespace dcm

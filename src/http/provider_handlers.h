@@ -22,6 +22,8 @@
 
 namespace dcm::http {
 
+class ConsistentReads;
+
 // Base path of the API, and the alias the seeds use (SPEC §3).
 inline constexpr char kApiBase[] = "/api/v1alpha1";
 inline constexpr char kApiAlias[] = "/api/v1";
@@ -44,6 +46,9 @@ struct ApiContext {
   // New event ids (provider requests, edge rejections): random UUIDs unless a test injects its
   // own.
   std::function<std::string()> new_id = NewUuidV4;
+  // Consistent reads and DCM-Position (SPEC §7, consistent_reads.h), applied by the router to
+  // every API call; null: reads are served as they come, without the header.
+  const ConsistentReads* consistency = nullptr;
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

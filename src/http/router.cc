@@ -10,6 +10,7 @@
 #include "src/common/log.h"
 #include "src/common/reply_summary.h"
 #include "src/http/audit_handlers.h"
+#include "src/http/consistent_reads.h"
 #include "src/http/handler_util.h"
 #include "src/http/instance_handlers.h"
 #include "src/http/problem.h"
@@ -272,10 +273,22 @@ class Router {
     if (matched_pattern.empty()) return respond(Problem(404, "no such resource: " + req.path));
     if (!route) return respond(MethodNotAllowed(AllowedMethods(matched_pattern, api_path)));
     if (auto denied = Authorize(*route, req, id)) return respond(std::move(*denied));
-    route->fn(c_, req, id, std::move(respond));
+    Serve(*route, std::move(req), id, std::move(respond));
   }
 
  private:
+  // Runs the route's handler; API calls through the consistent-reads edge (SPEC §7).
+  void Serve(const Route& route, HttpRequest req, std::string id, Respond respond) const {
+    const ConsistentReads* consistency = c_.api.consistency;
+    if (!consistency || !route.api) return route.fn(c_, req, id, std::move(respond));
+    if (route.method != "GET") return route.fn(c_, req, id, consistency->Write(std::move(respond)));
+    consistency->Read(ReadServedByRoute(route.pattern, AsOf(req)), std::move(req),
+                      std::move(respond),
+                      [this, &route, id = std::move(id)](const HttpRequest& q, Respond r) {
+                        route.fn(c_, q, id, std::move(r));
+                      });
+  }
+
   // Whether this router serves `r` at all (instance routes need the instance view).
   bool Serves(const Route& r) const { return !r.instances || c_.api.instances != nullptr; }
 

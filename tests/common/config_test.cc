@@ -121,6 +121,19 @@ TEST(ValidateConfigTest, RejectsPartitionsOutOfRange) {
   EXPECT_TRUE(ValidateConfig(c));
 }
 
+TEST(ValidateConfigTest, ReadWaitIsBetweenZeroAndBelowTheHandlerTimeout) {
+  Config c = DevConfig();
+  EXPECT_EQ(c.read_wait, std::chrono::seconds(5));
+  c.read_wait = std::chrono::milliseconds(-1);
+  EXPECT_FALSE(ValidateConfig(c));
+  c.read_wait = std::chrono::milliseconds(0);  // answer 503 at once when behind
+  EXPECT_TRUE(ValidateConfig(c));
+  c.read_wait = std::chrono::seconds(25);
+  EXPECT_TRUE(ValidateConfig(c));
+  c.read_wait = std::chrono::milliseconds(25001);
+  EXPECT_FALSE(ValidateConfig(c));
+}
+
 TEST(ValidateConfigTest, RejectsEmptyTopicPrefix) {
   Config c = DevConfig();
   c.topics.prefix.clear();

@@ -131,6 +131,45 @@ testing::KafkaEnv* RegistryFlowTest::env_ = nullptr;
 Instance* RegistryFlowTest::instance_ = nullptr;
 std::filesystem::path RegistryFlowTest::root_;
 
+// SPEC §7: a write is answered only once the read barrier holds its request's and its outcome's
+// positions as acknowledged (reads on this instance then wait for every projection to reach
+// them). Nothing else produces to the two provider topics meanwhile, so their ends are exactly
+// the write's records.
+TEST_F(RegistryFlowTest, AWriteIsAnsweredOnlyOnceItsRequestAndOutcomePositionsAreAcknowledged) {
+  Instance& in = *instance_;
+  const Topics& topics = env_->config.topics;
+  ReadBarrier barrier(topics.EventTopics(), {}, &SystemClock::Instance(), 5s);
+  KafkaCommandBus bus(in.producer.get(), &in.waiters, topics.ProviderRequests(), topics.Providers(),
+                      30s, &SystemClock::Instance(), &in.metrics);
+  bus.TrackAcknowledged(&barrier);
+  auto consumer = OrDie(Consumer::Create(env_->kafka, ""));
+  std::vector<std::pair<int64_t, int64_t>> acked;  // (request next, outcome next) per write
+  for (int i = 0; i < 3; ++i) {
+    ProviderRequest r;
+    r.kind = RequestKind::kRegister;
+    r.spec.name = Unique("acked");
+    r.spec.endpoint = "http://sp.example:9000/api/vm";
+    r.spec.service_type = "vm";
+    std::promise<ReadPosition> answered;
+    bus.Submit(EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis()),
+               [&](Result<CloudEvent> outcome) {
+                 EXPECT_TRUE(outcome) << outcome.error().message;
+                 answered.set_value(barrier.Acknowledged());  // as the HTTP answer reads it
+               });
+    const ReadPosition at = answered.get_future().get();
+    ASSERT_EQ(at.entries().size(), 2u);
+    EXPECT_EQ(at.entries()[0].topic, 0);  // dcm.provider-requests
+    EXPECT_EQ(at.entries()[1].topic, 1);  // dcm.providers
+    const auto requests_end = OrDie(consumer->QueryWatermarks(topics.ProviderRequests(), 0, 5000));
+    const auto outcomes_end = OrDie(consumer->QueryWatermarks(topics.Providers(), 0, 5000));
+    EXPECT_EQ(at.entries()[0].next, requests_end.second);
+    EXPECT_EQ(at.entries()[1].next, outcomes_end.second);
+    acked.emplace_back(at.entries()[0].next, at.entries()[1].next);
+  }
+  EXPECT_LT(acked[0], acked[1]);
+  EXPECT_LT(acked[1], acked[2]);
+}
+
 TEST_F(RegistryFlowTest, ConflictMatrixOverKafka) {
   Instance& in = *instance_;
   const std::string a = Unique("alpha"), b = Unique("beta");

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace dcm {
 namespace {
@@ -17,6 +19,21 @@ TEST(AppliedOffsetsTest, KeepsTheHighestOffsetPublishedPerPartition) {
   EXPECT_EQ(applied.Next("p", "t", 0), 7);
   EXPECT_EQ(applied.Next("p", "t", 1), 0);
   EXPECT_EQ(applied.Next("q", "t", 0), 0);
+}
+
+TEST(AppliedOffsetsTest, TheObserverHearsEveryOffsetThatGrewAndNoOther) {
+  AppliedOffsets applied;
+  std::vector<std::string> heard;
+  applied.SetObserver([&heard](const std::string& projection, const std::string& topic,
+                               int32_t partition, int64_t next) {
+    heard.push_back(projection + "/" + topic + "/" + std::to_string(partition) + "=" +
+                    std::to_string(next));
+  });
+  applied.Publish("p", "t", 0, 7);
+  applied.Publish("p", "t", 0, 7);  // no change
+  applied.Publish("p", "t", 0, 5);  // older
+  applied.Publish("p", "t", 1, 2);
+  EXPECT_EQ(heard, (std::vector<std::string>{"p/t/0=7", "p/t/1=2"}));
 }
 
 TEST(AppliedOffsetsTest, WaitForReturnsAtOnceWhenEveryTargetIsReached) {

@@ -228,12 +228,14 @@ class Instances {
   Status Apply(const std::vector<CloudEvent>& events) {
     StoreBatch batch;
     for (const auto& e : events) {
-      RETURN_IF_ERROR(projection_.Apply(e, EventPosition{"dcm.instances", 0, 0, kT0}, batch));
+      RETURN_IF_ERROR(
+          projection_.Apply(e, EventPosition{"dcm.instances", 2, next_offset_++, kT0}, batch));
     }
     RETURN_IF_ERROR(store_->Write(batch));
     projection_.AfterCommit(events);
     return OkStatus();
   }
+  int64_t next_offset_ = 0;  // of the next event Apply folds (partition 2)
   Status ApplyEach(const std::vector<CloudEvent>& events) {
     for (const auto& e : events) RETURN_IF_ERROR(Apply({e}));
     return OkStatus();
@@ -413,6 +415,37 @@ TEST(InstanceProjectionTest, AfterCommitCompletesTheWaitersOfTerminalEvents) {
   EXPECT_EQ(completed[1].first, "req-2");
   EXPECT_EQ(completed[1].second, failed);
   EXPECT_EQ(in.waiters_.Pending(), 1u);  // req-3: no outcome yet
+}
+
+TEST(InstanceProjectionTest, AWaiterLearnsWhereItsTerminalEventIs) {
+  Instances in("/mem/inst-waiter-positions");
+  std::vector<std::pair<std::string, OutcomePosition>> completed;
+  for (const char* req : {"req-1", "req-2"}) {
+    in.waiters_.ExpectPositioned(req, kT0 + 60000,
+                                 [&completed, req](Result<CloudEvent> r, OutcomePosition at) {
+                                   ASSERT_TRUE(r.has_value());
+                                   completed.emplace_back(req, at);
+                                 });
+  }
+  Facts one("req-1", "cii-1");
+  Facts two("req-2", "cii-2");
+  InstanceEvent request;  // a request on the facts topic: not folded, but it has an offset
+  request.type = event_type::kOperationRequested;
+  request.source = "dcm/http/test";
+  request.root = "cii-3";
+  request.operation = kCreateCii;
+  request.time_ms = kT0;
+  // Offsets 0..2 in one batch, then 3 and 4 in another.
+  ASSERT_TRUE(in.Apply(
+      {one.Started(kCreateCii), EncodeInstanceEvent(request), one.Completed(kCreateCii, "res-1")}));
+  ASSERT_TRUE(in.Apply({two.Started(kCreateCii), two.Failed(kCreateCii)}));
+  ASSERT_EQ(completed.size(), 2u);
+  EXPECT_EQ(completed[0].first, "req-1");
+  EXPECT_EQ(completed[0].second.partition, 2);
+  EXPECT_EQ(completed[0].second.offset, 2);
+  EXPECT_EQ(completed[1].first, "req-2");
+  EXPECT_EQ(completed[1].second.partition, 2);
+  EXPECT_EQ(completed[1].second.offset, 4);
 }
 
 TEST(InstanceProjectionTest, WorksWithoutWaiters) {

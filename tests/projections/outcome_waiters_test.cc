@@ -98,5 +98,27 @@ TEST(OutcomeWaitersTest, CallbacksRunOutsideTheLockAndMayReenter) {
   EXPECT_TRUE(second_called);
 }
 
+TEST(OutcomeWaitersTest, APositionedWaiterLearnsWhereTheOutcomeIsAndFailuresHaveNoPosition) {
+  OutcomeWaiters waiters;
+  std::vector<std::pair<bool, OutcomePosition>> calls;
+  auto record = [&calls](Result<CloudEvent> r, OutcomePosition at) {
+    calls.emplace_back(r.has_value(), at);
+  };
+  waiters.ExpectPositioned("req-1", 1000, record);
+  waiters.ExpectPositioned("req-2", 1000, record);
+  waiters.ExpectPositioned("req-3", 10, record);
+  waiters.Complete("req-1", Outcome("out-1"), OutcomePosition{3, 41});
+  waiters.Fail("req-2", Error{ErrorCode::kUnavailable, "no", {}});
+  waiters.Expire(10);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_TRUE(calls[0].first);
+  EXPECT_EQ(calls[0].second.partition, 3);
+  EXPECT_EQ(calls[0].second.offset, 41);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_FALSE(calls[i].first);
+    EXPECT_EQ(calls[i].second.partition, -1);
+  }
+}
+
 }  // namespace
 }  // namespace dcm

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -243,6 +244,34 @@ TEST(RegistryProjectionTest, AfterCommitCompletesWaitersForTheRequestIds) {
   // A redelivered outcome does not call a completed waiter again.
   ASSERT_TRUE(r.Apply({Registered("id-a", "sp-a", 1)}));
   EXPECT_EQ(completed.size(), 2u);
+}
+
+TEST(RegistryProjectionTest, AWaiterLearnsWhereItsOutcomeIsWhoeverFoldedIt) {
+  Registry r("/mem/reg-positions");
+  std::map<std::string, OutcomePosition> at;
+  for (const char* id : {"req-1", "req-2", "req-3"}) {
+    r.waiters_.ExpectPositioned(id, kT0 + 10000,
+                                [&at, id](Result<CloudEvent> e, OutcomePosition p) {
+                                  ASSERT_TRUE(e.has_value());
+                                  at[id] = p;
+                                });
+  }
+  {
+    // The registrar folds the outcome of req-3 at offset 7 ahead of the runner.
+    const auto lock = r.projection_.LockBatch();
+    StoreBatch batch;
+    ASSERT_TRUE(r.projection_.ApplyOwn(Registered("id-c", "sp-c", 3),
+                                       EventPosition{"dcm.providers", 0, 7}, batch));
+    ASSERT_TRUE(r.store_->Write(batch));
+    r.projection_.Committed({{0, 7}}, {Registered("id-c", "sp-c", 3)});
+  }
+  ASSERT_TRUE(r.Apply({Registered("id-a", "sp-a", 1), Rejected(2, 404)}));  // offsets 0 and 1
+  ASSERT_EQ(at.size(), 3u);
+  EXPECT_EQ(at["req-1"].partition, 0);
+  EXPECT_EQ(at["req-1"].offset, 0);
+  EXPECT_EQ(at["req-2"].offset, 1);
+  EXPECT_EQ(at["req-3"].partition, 0);
+  EXPECT_EQ(at["req-3"].offset, 7);
 }
 
 // The registrar folds its own acknowledged outcomes ahead of the runner (ApplyOwn); the runner
