@@ -1,14 +1,18 @@
 // KafkaCommandBus: CommandBus over Kafka. Submit registers a waiter, produces the request
 // (acks=all) and lets the registry runner complete the waiter when the outcome is applied here.
-// A reaper thread fails waiters past their deadline. Thread-safe.
+// A reaper thread (every 50 ms) fails waiters past their deadline, and writes Kafka holds up
+// (WriteWatch: 503 within the write timeout). A request event over kMaxRequestEventBytes is
+// refused at once (kPayloadTooLarge, 413) and nothing is produced. Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "consumers/kafka.h"
+#include "consumers/write_watch.h"
 #include "events/command_bus.h"
 #include "projections/outcome_waiters.h"
 #include "src/common/clock.h"
@@ -16,10 +20,18 @@
 
 namespace dcm {
 
+// How long writes wait, and on what.
+struct WriteLimits {
+  std::chrono::milliseconds decision_timeout{10000};  // the outcome, while Kafka answers
+  std::chrono::milliseconds write_timeout{5000};      // Kafka's acknowledgement; any wait once
+                                                      // Kafka is stalled
+  std::function<bool()> kafka_ok = {};                // null: always (KafkaMonitor::Ok)
+};
+
 class KafkaCommandBus final : public CommandBus {
  public:
   KafkaCommandBus(Producer* producer, OutcomeWaiters* waiters, std::string requests_topic,
-                  std::string outcomes_topic, std::chrono::milliseconds timeout, const Clock* clock,
+                  std::string outcomes_topic, WriteLimits limits, const Clock* clock,
                   Metrics* metrics, int32_t partitions = 0);
   ~KafkaCommandBus() override;
 
@@ -27,16 +39,19 @@ class KafkaCommandBus final : public CommandBus {
   void Record(const CloudEvent& outcome) override;
 
  private:
+  void Reap();
+
   Producer* producer_;
   OutcomeWaiters* waiters_;
   std::string requests_topic_;
   std::string outcomes_topic_;
-  std::chrono::milliseconds timeout_;
+  WriteLimits limits_;
   const Clock* clock_;
   Metrics* metrics_;
   // > 0: requests go to KeyPartition(subject, partitions) (the worker that owns the subject's
   // partition decides it); 0: the producer's partitioner picks.
   int32_t partitions_;
+  WriteWatch watch_;
   std::atomic<bool> running_{true};
   std::thread reaper_;
 };

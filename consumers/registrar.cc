@@ -3,6 +3,7 @@
 #include <future>
 
 #include "consumers/dead_letter.h"
+#include "events/event_limits.h"
 #include "projections/instance_projection.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
@@ -200,6 +201,11 @@ Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) 
   for (const auto& m : messages) {
     if (m.offset < next) continue;
     next = m.offset + 1;
+    if (m.value.size() > kMaxRequestEventBytes) {  // its outcome might not fit in an event
+      pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
+                                   OversizedRequest(m), metrics_));
+      continue;
+    }
     auto event = DecodeCloudEvent(m.value);
     if (!event) {
       pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",

@@ -9,6 +9,7 @@
 //   instance worker (policy, SP calls, cleanup) (--instance-worker)
 //   registrar
 //   prober                                      (--health-check)
+//   Kafka monitor (the /readyz check `kafka`; writes answer 503 while Kafka is stalled)
 //   command buses (provider and instance writes)
 //   HTTP server (API + ops: /readyz asks every component with a check)
 //
@@ -28,6 +29,7 @@
 
 #include "consumers/command_bus.h"
 #include "consumers/instance_worker.h"
+#include "consumers/kafka_monitor.h"
 #include "consumers/mock_cluster.h"
 #include "consumers/prober.h"
 #include "consumers/projection_runner.h"
@@ -98,6 +100,7 @@ struct ServeParts {
   std::unique_ptr<InstanceWorker> worker;
   std::unique_ptr<Registrar> registrar;
   std::unique_ptr<Prober> prober;
+  std::unique_ptr<KafkaMonitor> kafka_monitor;
   std::unique_ptr<KafkaCommandBus> commands;
   std::unique_ptr<KafkaCommandBus> instance_commands;
   std::unique_ptr<http::HttpServer> server;

@@ -144,6 +144,9 @@ struct Config {
   // How long a mutating HTTP call waits for its outcome to be applied locally before answering
   // 503. Registrar failover on a real cluster takes a session timeout; 10 s covers most.
   std::chrono::milliseconds decision_timeout{10000};
+  // SPEC §7: how long a write waits for Kafka to acknowledge its request, and how long any write
+  // waits once Kafka is unreachable or stalled, before 503 + Retry-After (100ms..60s).
+  std::chrono::milliseconds write_timeout{5000};
   // Kafka consumer-group session timeout for the registrar group, in ms. Failover of the single
   // decider takes about this long. 10 s is a middle ground between quick failover and false
   // alarms on a loaded machine; tests lower it (the mock needs >= 3000).
