@@ -17,7 +17,7 @@ KafkaCommandBus::KafkaCommandBus(Producer* producer, OutcomeWaiters* waiters,
       clock_(clock),
       metrics_(metrics),
       partitions_(partitions),
-      watch_(limits_.write_timeout) {
+      watch_(limits_.write_timeout, limits_.bound_outcome) {
   reaper_ = std::thread([this] {
     while (running_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -35,7 +35,7 @@ KafkaCommandBus::~KafkaCommandBus() {
 void KafkaCommandBus::Reap() {
   const int64_t now = clock_->NowMillis();
   if (watch_.Pending() > 0) {
-    const bool kafka_ok = !limits_.kafka_ok || limits_.kafka_ok();
+    const bool kafka_ok = !limits_.kafka_ok || limits_.kafka_ok();  // on demand: cheap
     for (auto& [id, error] : watch_.Due(now, kafka_ok)) waiters_->Fail(id, std::move(error));
   }
   waiters_->Expire(now);

@@ -21,11 +21,14 @@
 namespace dcm {
 
 // How long writes wait, and on what.
+// How long a write waits (WriteWatch): 503 + Retry-After once `write_timeout` passed without
+// Kafka's acknowledgement, or while Kafka is stalled, or (`bound_outcome`) at all; else the
+// outcome may take up to `decision_timeout`.
 struct WriteLimits {
-  std::chrono::milliseconds decision_timeout{10000};  // the outcome, while Kafka answers
-  std::chrono::milliseconds write_timeout{5000};      // Kafka's acknowledgement; any wait once
-                                                      // Kafka is stalled
-  std::function<bool()> kafka_ok = {};                // null: always (KafkaMonitor::Ok)
+  std::chrono::milliseconds decision_timeout{10000};  // the wait for the outcome (kTimeout)
+  std::chrono::milliseconds write_timeout{5000};
+  std::function<bool()> kafka_ok = {};  // KafkaMonitor::Ok; null: always
+  bool bound_outcome = true;            // provider writes: the whole write within write_timeout
 };
 
 class KafkaCommandBus final : public CommandBus {

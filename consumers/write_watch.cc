@@ -24,19 +24,20 @@ std::vector<std::pair<std::string, Error>> WriteWatch::Due(int64_t now_ms, bool 
   std::lock_guard lock(mu_);
   for (auto it = pending_.begin(); it != pending_.end();) {
     const bool late = now_ms - it->second.submitted_ms >= write_timeout_.count();
-    if (!late || (it->second.acked && kafka_ok)) {
+    if (!late || (it->second.acked && kafka_ok && !bound_outcome_)) {
       ++it;
       continue;
     }
     const std::string limit =
         fmt::format("{:g}s", static_cast<double>(write_timeout_.count()) / 1000);
-    std::string why =
-        it->second.acked
-            ? "Kafka is unreachable or stalled; the outcome did not arrive within " + limit
-            : "Kafka did not acknowledge the request within " + limit;
+    std::string why = !it->second.acked ? "Kafka did not acknowledge the request within " + limit
+                      : !kafka_ok       ? "Kafka is unreachable or stalled; no outcome within " +
+                                        limit
+                                        : "no outcome within " + limit +
+                                        " (the decider may be failing over)";
     due.emplace_back(it->first,
                      Error{ErrorCode::kUnavailable,
-                           why + " (it may still take effect once Kafka is back; retry)",
+                           why + "; the request may still take effect, and a retry is safe",
                            {}});
     it = pending_.erase(it);
   }

@@ -1,11 +1,12 @@
-// WriteWatch: the writes of one command bus that still wait on Kafka, and which of them must
-// answer 503 now (SPEC §7: "writes answer 503 with Retry-After within --write-timeout").
+// WriteWatch: the writes of one command bus still waiting, and which of them must answer 503 now
+// (SPEC §7: "writes answer 503 with Retry-After within --write-timeout").
 //
-//   Submitted(id) ─▶ request not acknowledged by Kafka `write_timeout` after ─▶ Due: 503
-//        │
-//        └─ Acked(id) ─▶ waits for its outcome (up to the bus's decision timeout), unless Kafka
-//                        is stalled (KafkaMonitor) once `write_timeout` passed ─▶ Due: 503
-//   Done(id): answered (outcome, error or timeout); forgotten.
+//   Submitted(id) ─▶ Acked(id) (Kafka has the request) ─▶ Done(id) (answered: outcome, error)
+//   Due(now): the writes submitted `write_timeout` ago and not answered whose request Kafka did
+//   not acknowledge, or while Kafka is stalled (KafkaMonitor), or — when the whole write is
+//   bounded (`bound_outcome`: provider writes) — whose outcome did not come (a decider failing
+//   over, e.g. after the broker came back and the group rebalanced). Without it (instance writes,
+//   whose sagas call SPs) an acknowledged write waits for its outcome while Kafka answers.
 //
 // A write answered 503 may still take effect later (its request may be on the topic): it is then
 // decided once, and a retry by the client is idempotent (a re-registration of the same name
@@ -26,12 +27,13 @@ namespace dcm {
 
 class WriteWatch {
  public:
-  explicit WriteWatch(std::chrono::milliseconds write_timeout) : write_timeout_(write_timeout) {}
+  WriteWatch(std::chrono::milliseconds write_timeout, bool bound_outcome)
+      : write_timeout_(write_timeout), bound_outcome_(bound_outcome) {}
 
   void Submitted(const std::string& id, int64_t now_ms);
   void Acked(const std::string& id);
   void Done(const std::string& id);
-  // The writes to fail now (kUnavailable, saying why), forgotten here.
+  // The writes to fail now (kUnavailable, saying why), forgotten here. 
   std::vector<std::pair<std::string, Error>> Due(int64_t now_ms, bool kafka_ok);
   size_t Pending() const;
 
@@ -41,6 +43,7 @@ class WriteWatch {
     bool acked;
   };
   const std::chrono::milliseconds write_timeout_;
+  const bool bound_outcome_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> pending_;
 };

@@ -282,20 +282,22 @@ void AddKafkaMonitor(ServeParts& parts) {
 Status AddCommandBuses(ServeParts& parts) {
   const Config& config = parts.config;
   Producer* producer = parts.producer.get();
-  auto limits = [&parts](std::chrono::milliseconds outcome_timeout) {
+  // Provider writes answer within --write-timeout whatever holds them up; instance writes wait
+  // for their saga (--operation-timeout) unless Kafka holds them up.
+  auto limits = [&parts](std::chrono::milliseconds outcome_timeout, bool bound_outcome) {
     return WriteLimits{outcome_timeout, parts.config.write_timeout,
-                       [m = parts.kafka_monitor.get()] { return m->Ok(); }};
+                       [m = parts.kafka_monitor.get()] { return m->Ok(); }, bound_outcome};
   };
   parts.commands = std::make_unique<KafkaCommandBus>(
       parts.command_producer.get(), &parts.provider_waiters, config.topics.ProviderRequests(),
-      config.topics.Providers(), limits(config.decision_timeout), &SystemClock::Instance(),
+      config.topics.Providers(), limits(config.decision_timeout, true), &SystemClock::Instance(),
       &parts.metrics);
   ASSIGN_OR_RETURN(
       auto request_partitions,
       TopicPartitionCount(producer->handle(), config.topics.InstanceRequests(), 10000));
   parts.instance_commands = std::make_unique<KafkaCommandBus>(
       producer, &parts.instance_waiters, config.topics.InstanceRequests(),
-      config.topics.Instances(), limits(parts.settings.operation_timeout), &SystemClock::Instance(),
+      config.topics.Instances(), limits(parts.settings.operation_timeout, false), &SystemClock::Instance(),
       &parts.metrics, request_partitions);
   return OkStatus();
 }

@@ -284,7 +284,7 @@ struct Node {
         TopicPartitionCount(producer->handle(), env.config.topics.InstanceRequests(), 10000));
     bus = std::make_unique<KafkaCommandBus>(producer.get(), &waiters,
                                             env.config.topics.InstanceRequests(),
-                                            env.config.topics.Instances(), WriteLimits{milliseconds(30000)},
+                                            env.config.topics.Instances(), WriteLimits{milliseconds(30000), milliseconds(5000), nullptr, false},
                                             &SystemClock::Instance(), &metrics, partitions);
     return OkStatus();
   }
