@@ -49,9 +49,14 @@ DeadLetterRecord MakeDeadLetter(const KafkaMessage& message, const std::string& 
   return out;
 }
 
-std::string OversizedRequest(const KafkaMessage& message) {
-  return "request record of " + std::to_string(message.value.size()) +
-         " bytes exceeds the request limit of " + std::to_string(kMaxRequestEventBytes) + " bytes";
+Result<CloudEvent> DecodeRequestRecord(const KafkaMessage& message) {
+  if (message.value.size() > kMaxRequestEventBytes) {
+    return MakeError(ErrorCode::kPayloadTooLarge,
+                     "request record of " + std::to_string(message.value.size()) +
+                         " bytes exceeds the request limit of " +
+                         std::to_string(kMaxRequestEventBytes) + " bytes");
+  }
+  return DecodeCloudEvent(message.value);
 }
 
 std::future<Status> DeadLetter(Producer& producer, const std::string& dead_letter_topic,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "consumers/kafka.h"
+#include "events/cloud_event.h"
 #include "src/common/metrics.h"
 
 namespace dcm {
@@ -35,9 +36,10 @@ struct DeadLetterRecord {
 DeadLetterRecord MakeDeadLetter(const KafkaMessage& message, const std::string& consumer,
                                 const std::string& reason);
 
-// The reason for a request record over kMaxRequestEventBytes: deciders dead-letter those instead
-// of deciding them, so no outcome outgrows kMaxEventBytes.
-std::string OversizedRequest(const KafkaMessage& message);
+// A request topic record's CloudEvent, as the deciders (registrar, instance worker) read it: one
+// over kMaxRequestEventBytes is kPayloadTooLarge without being parsed, so it is dead-lettered
+// instead of decided and no outcome outgrows kMaxEventBytes.
+Result<CloudEvent> DecodeRequestRecord(const KafkaMessage& message);
 
 // Produces the dead letter; the returned future resolves when it is acknowledged, so the caller
 // commits its offset only after the record is safe.

@@ -4,7 +4,6 @@
 
 #include "consumers/catch_up.h"
 #include "consumers/dead_letter.h"
-#include "events/event_limits.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
 
@@ -226,10 +225,7 @@ Status InstanceWorker::Commit(std::vector<std::future<Status>>& dead_letters,
 }
 
 Result<InstanceEvent> InstanceWorker::DecodeRequest(const KafkaMessage& m) {
-  if (m.value.size() > kMaxRequestEventBytes) {  // its facts might not fit in events
-    return MakeError(ErrorCode::kPayloadTooLarge, OversizedRequest(m));
-  }
-  ASSIGN_OR_RETURN(auto event, DecodeCloudEvent(m.value));
+  ASSIGN_OR_RETURN(auto event, DecodeRequestRecord(m));
   ASSIGN_OR_RETURN(auto request, DecodeInstanceEvent(event));
   if (request.type != event_type::kOperationRequested) {
     return MakeError(ErrorCode::kCorruption, "not a request: " + request.type);

@@ -170,15 +170,15 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
   size_t bytes = key.size() + value.size();
   for (const auto& [name, val] : headers) bytes += name.size() + val.size();
   if (bytes > kMaxEventBytes) {
-    on_delivery(MakeError(ErrorCode::kPayloadTooLarge,
-                          "event of " + std::to_string(bytes) + " bytes for " + topic +
-                              " exceeds the limit of " + std::to_string(kMaxEventBytes) +
-                              " bytes"));
+    on_delivery(
+        MakeError(ErrorCode::kPayloadTooLarge, "event of " + std::to_string(bytes) + " bytes for " +
+                                                   topic + " exceeds the limit of " +
+                                                   std::to_string(kMaxEventBytes) + " bytes"));
     return;
   }
   const uint64_t token = in_flight_.Add(SteadyNowMs());
-  auto* opaque = new OnDelivery(
-      [this, token, done = std::move(on_delivery)](Result<KafkaPosition> result) {
+  auto* opaque =
+      new OnDelivery([this, token, done = std::move(on_delivery)](Result<KafkaPosition> result) {
         in_flight_.Remove(token);
         done(std::move(result));
       });
@@ -265,6 +265,10 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(const KafkaOptions& options,
       {"enable.partition.eof", "false"},
       {"fetch.wait.max.ms", std::to_string(options.fetch_wait_max_ms)},
       {"fetch.error.backoff.ms", "50"},
+      // Fetch sizes stay librdkafka's: max.partition.fetch.bytes (1 MiB) grows by itself for a
+      // larger record, up to fetch.max.bytes (50 MiB) and receive.message.max.bytes (100 MB), so
+      // poison larger than the producer's limit (1.2 MB in the e2e test) is fetched and
+      // dead-lettered rather than stalling its partition.
       {"session.timeout.ms", std::to_string(options.session_timeout_ms)},
       {"heartbeat.interval.ms", std::to_string(std::max(500, options.session_timeout_ms / 4))},
       {"partition.assignment.strategy", "range"},

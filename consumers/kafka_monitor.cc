@@ -71,8 +71,8 @@ void KafkaMonitor::Run() {
   std::unique_lock lock(mu_);
   while (running_) {
     lock.unlock();
-    const auto probe = producers_.front()->ProbeBrokers(static_cast<int>(
-        options_.probe_timeout.count()));
+    const auto probe =
+        producers_.front()->ProbeBrokers(static_cast<int>(options_.probe_timeout.count()));
     lock.lock();
     probe_failed_ = !probe;
     probe_error_ = probe ? "" : probe.error().message;

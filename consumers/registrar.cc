@@ -3,7 +3,6 @@
 #include <future>
 
 #include "consumers/dead_letter.h"
-#include "events/event_limits.h"
 #include "projections/instance_projection.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
@@ -201,12 +200,7 @@ Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) 
   for (const auto& m : messages) {
     if (m.offset < next) continue;
     next = m.offset + 1;
-    if (m.value.size() > kMaxRequestEventBytes) {  // its outcome might not fit in an event
-      pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
-                                   OversizedRequest(m), metrics_));
-      continue;
-    }
-    auto event = DecodeCloudEvent(m.value);
+    auto event = DecodeRequestRecord(m);
     if (!event) {
       pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
                                    event.error().message, metrics_));

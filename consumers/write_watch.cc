@@ -31,10 +31,9 @@ std::vector<std::pair<std::string, Error>> WriteWatch::Due(int64_t now_ms, bool 
     const std::string limit =
         fmt::format("{:g}s", static_cast<double>(write_timeout_.count()) / 1000);
     std::string why = !it->second.acked ? "Kafka did not acknowledge the request within " + limit
-                      : !kafka_ok       ? "Kafka is unreachable or stalled; no outcome within " +
-                                        limit
-                                        : "no outcome within " + limit +
-                                        " (the decider may be failing over)";
+                      : !kafka_ok
+                          ? "Kafka is unreachable or stalled; no outcome within " + limit
+                          : "no outcome within " + limit + " (the decider may be failing over)";
     due.emplace_back(it->first,
                      Error{ErrorCode::kUnavailable,
                            why + "; the request may still take effect, and a retry is safe",

@@ -33,7 +33,7 @@ class WriteWatch {
   void Submitted(const std::string& id, int64_t now_ms);
   void Acked(const std::string& id);
   void Done(const std::string& id);
-  // The writes to fail now (kUnavailable, saying why), forgotten here. 
+  // The writes to fail now (kUnavailable, saying why), forgotten here.
   std::vector<std::pair<std::string, Error>> Due(int64_t now_ms, bool kafka_ok);
   size_t Pending() const;
 

@@ -2,8 +2,8 @@
 
 #include "events/event_limits.h"
 #include "events/json_read.h"
-#include "src/common/reply_summary.h"
 #include "src/common/json_writer.h"
+#include "src/common/reply_summary.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
 

@@ -266,13 +266,13 @@ void AddKafkaMonitor(ServeParts& parts) {
   if (parts.health_producer) watched.push_back(parts.health_producer.get());
   KafkaMonitorOptions options;
   options.stall_after = std::max(std::chrono::milliseconds(1000), parts.config.write_timeout / 2);
-  parts.kafka_monitor =
-      std::make_unique<KafkaMonitor>(std::move(watched), options, &parts.metrics);
+  parts.kafka_monitor = std::make_unique<KafkaMonitor>(std::move(watched), options, &parts.metrics);
   parts.components.Add({.name = "kafka",
-                        .start = [m = parts.kafka_monitor.get()] {
-                          m->Start();
-                          return OkStatus();
-                        },
+                        .start =
+                            [m = parts.kafka_monitor.get()] {
+                              m->Start();
+                              return OkStatus();
+                            },
                         .stop = [m = parts.kafka_monitor.get()] { m->Stop(); },
                         .ready = [m = parts.kafka_monitor.get()] { return m->Ok(); }});
 }
@@ -297,8 +297,8 @@ Status AddCommandBuses(ServeParts& parts) {
       TopicPartitionCount(producer->handle(), config.topics.InstanceRequests(), 10000));
   parts.instance_commands = std::make_unique<KafkaCommandBus>(
       producer, &parts.instance_waiters, config.topics.InstanceRequests(),
-      config.topics.Instances(), limits(parts.settings.operation_timeout, false), &SystemClock::Instance(),
-      &parts.metrics, request_partitions);
+      config.topics.Instances(), limits(parts.settings.operation_timeout, false),
+      &SystemClock::Instance(), &parts.metrics, request_partitions);
   return OkStatus();
 }
 

@@ -72,10 +72,13 @@ TEST(DeadLetterTest, ALongReasonIsCut) {
   EXPECT_LE(Header(r, "dcm-dlq-reason").size(), kDeadLetterReasonMaxBytes);
 }
 
-TEST(DeadLetterTest, AnOversizedRequestNamesItsSizeAndTheLimit) {
-  const std::string why = OversizedRequest(Poison(std::string(600000, 'x')));
-  EXPECT_NE(why.find("600000"), std::string::npos);
-  EXPECT_NE(why.find(std::to_string(kMaxRequestEventBytes)), std::string::npos);
+TEST(DeadLetterTest, ARequestRecordOverTheRequestLimitIsNotDecodedAndSaysWhy) {
+  const auto event = DecodeRequestRecord(Poison(std::string(600000, 'x')));
+  ASSERT_FALSE(event);
+  EXPECT_EQ(event.error().code, ErrorCode::kPayloadTooLarge);
+  EXPECT_NE(event.error().message.find("600000"), std::string::npos);
+  EXPECT_NE(event.error().message.find(std::to_string(kMaxRequestEventBytes)), std::string::npos);
+  EXPECT_FALSE(DecodeRequestRecord(Poison("{not json")));  // small: decoded (and refused) as ever
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // JudgeKafka and InFlight: when Kafka counts as unreachable or stalled (SPEC §7, /readyz kafka).
+#include "consumers/kafka_monitor.h"
+
 #include <gtest/gtest.h>
 
 #include "consumers/kafka.h"
-#include "consumers/kafka_monitor.h"
 
 namespace dcm {
 namespace {

@@ -119,8 +119,7 @@ class KafkaFaultsTest : public ::testing::Test {
   void ExpectUnavailableInTime(const std::string& name) {
     const Answer answer = Register(name);
     ASSERT_FALSE(answer.result) << "registered during the fault";
-    EXPECT_EQ(answer.result.error().code, ErrorCode::kUnavailable)
-        << answer.result.error().message;
+    EXPECT_EQ(answer.result.error().code, ErrorCode::kUnavailable) << answer.result.error().message;
     EXPECT_LE(answer.took, kWriteTimeout + 500ms);
     EXPECT_GE(answer.took, kWriteTimeout - 100ms) << answer.result.error().message;
   }
