@@ -1,16 +1,21 @@
 // KafkaCommandBus: CommandBus over Kafka. Submit registers a waiter, produces the request
 // (acks=all) and lets the registry runner complete the waiter when the outcome is applied here.
-// A reaper thread fails waiters past their deadline. With a read barrier, an outcome is answered
-// only once the barrier holds the request's and the outcome's positions as acknowledged, so every
-// later read on this instance reflects both (SPEC §7, projections/read_barrier.h). Thread-safe.
+// A reaper thread (every 50 ms) fails waiters past their deadline, and writes Kafka holds up
+// (WriteWatch: 503 within the write timeout). A request event over kMaxRequestEventBytes is
+// refused at once (kPayloadTooLarge, 413) and nothing is produced. With a read barrier, an
+// outcome is answered only once the barrier holds the request's and the outcome's positions as
+// acknowledged, so every later read on this instance reflects both (SPEC §7,
+// projections/read_barrier.h). Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "consumers/kafka.h"
+#include "consumers/write_watch.h"
 #include "events/command_bus.h"
 #include "projections/outcome_waiters.h"
 #include "projections/read_barrier.h"
@@ -19,10 +24,21 @@
 
 namespace dcm {
 
+// How long writes wait, and on what.
+// How long a write waits (WriteWatch): 503 + Retry-After once `write_timeout` passed without
+// Kafka's acknowledgement, or while Kafka is stalled, or (`bound_outcome`) at all; else the
+// outcome may take up to `decision_timeout`.
+struct WriteLimits {
+  std::chrono::milliseconds decision_timeout{10000};  // the wait for the outcome (kTimeout)
+  std::chrono::milliseconds write_timeout{5000};
+  std::function<bool()> kafka_ok = {};  // KafkaMonitor::Ok; null: always
+  bool bound_outcome = true;            // provider writes: the whole write within write_timeout
+};
+
 class KafkaCommandBus final : public CommandBus {
  public:
   KafkaCommandBus(Producer* producer, OutcomeWaiters* waiters, std::string requests_topic,
-                  std::string outcomes_topic, std::chrono::milliseconds timeout, const Clock* clock,
+                  std::string outcomes_topic, WriteLimits limits, const Clock* clock,
                   Metrics* metrics, int32_t partitions = 0);
   ~KafkaCommandBus() override;
 
@@ -34,17 +50,20 @@ class KafkaCommandBus final : public CommandBus {
   void TrackAcknowledged(ReadBarrier* barrier) { barrier_ = barrier; }
 
  private:
+  void Reap();
+
   Producer* producer_;
   OutcomeWaiters* waiters_;
   std::string requests_topic_;
   std::string outcomes_topic_;
-  std::chrono::milliseconds timeout_;
+  WriteLimits limits_;
   const Clock* clock_;
   Metrics* metrics_;
   // > 0: requests go to KeyPartition(subject, partitions) (the worker that owns the subject's
   // partition decides it); 0: the producer's partitioner picks.
   int32_t partitions_;
   ReadBarrier* barrier_ = nullptr;
+  WriteWatch watch_;
   std::atomic<bool> running_{true};
   std::thread reaper_;
 };

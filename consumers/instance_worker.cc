@@ -225,7 +225,7 @@ Status InstanceWorker::Commit(std::vector<std::future<Status>>& dead_letters,
 }
 
 Result<InstanceEvent> InstanceWorker::DecodeRequest(const KafkaMessage& m) {
-  ASSIGN_OR_RETURN(auto event, DecodeCloudEvent(m.value));
+  ASSIGN_OR_RETURN(auto event, DecodeRequestRecord(m));
   ASSIGN_OR_RETURN(auto request, DecodeInstanceEvent(event));
   if (request.type != event_type::kOperationRequested) {
     return MakeError(ErrorCode::kCorruption, "not a request: " + request.type);

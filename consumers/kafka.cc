@@ -5,6 +5,7 @@
 #include <chrono>
 #include <future>
 
+#include "events/event_limits.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
 
@@ -91,6 +92,34 @@ void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
 
 }  // namespace
 
+int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t InFlight::Add(int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  started_.emplace(next_, now_ms);
+  return next_++;
+}
+
+void InFlight::Remove(uint64_t token) {
+  std::lock_guard lock(mu_);
+  started_.erase(token);
+}
+
+std::optional<int64_t> InFlight::OldestMs() const {
+  std::lock_guard lock(mu_);
+  if (started_.empty()) return std::nullopt;
+  return started_.begin()->second;
+}
+
+size_t InFlight::Size() const {
+  std::lock_guard lock(mu_);
+  return started_.size();
+}
+
 Error FromKafka(int error_code, const std::string& context) {
   const auto err = static_cast<rd_kafka_resp_err_t>(error_code);
   ErrorCode code = ErrorCode::kUnavailable;
@@ -138,7 +167,21 @@ Producer::~Producer() {
 void Producer::Produce(const std::string& topic, const std::string& key, const std::string& value,
                        const std::vector<std::pair<std::string, std::string>>& headers,
                        OnDelivery on_delivery, int32_t partition) {
-  auto* opaque = new OnDelivery(std::move(on_delivery));
+  size_t bytes = key.size() + value.size();
+  for (const auto& [name, val] : headers) bytes += name.size() + val.size();
+  if (bytes > kMaxEventBytes) {
+    on_delivery(
+        MakeError(ErrorCode::kPayloadTooLarge, "event of " + std::to_string(bytes) + " bytes for " +
+                                                   topic + " exceeds the limit of " +
+                                                   std::to_string(kMaxEventBytes) + " bytes"));
+    return;
+  }
+  const uint64_t token = in_flight_.Add(SteadyNowMs());
+  auto* opaque =
+      new OnDelivery([this, token, done = std::move(on_delivery)](Result<KafkaPosition> result) {
+        in_flight_.Remove(token);
+        done(std::move(result));
+      });
   rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (int attempt = 0; attempt < 200; ++attempt) {
     rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size() + 1);
@@ -198,6 +241,15 @@ std::future<Status> Producer::ProduceAcked(
   return future;
 }
 
+Status Producer::ProbeBrokers(int timeout_ms) const {
+  const rd_kafka_metadata_t* metadata = nullptr;
+  // all_topics=0 without a topic: only what this handle already knows; the broker must answer.
+  const auto err = rd_kafka_metadata(rk_, /*all_topics=*/0, nullptr, &metadata, timeout_ms);
+  if (err) return tl::unexpected(FromKafka(err, "metadata"));
+  rd_kafka_metadata_destroy(metadata);
+  return OkStatus();
+}
+
 Status Producer::Flush(int timeout_ms) {
   const auto err = rd_kafka_flush(rk_, timeout_ms);
   if (err) return tl::unexpected(FromKafka(err, "flush"));
@@ -213,6 +265,10 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(const KafkaOptions& options,
       {"enable.partition.eof", "false"},
       {"fetch.wait.max.ms", std::to_string(options.fetch_wait_max_ms)},
       {"fetch.error.backoff.ms", "50"},
+      // Fetch sizes stay librdkafka's: max.partition.fetch.bytes (1 MiB) grows by itself for a
+      // larger record, up to fetch.max.bytes (50 MiB) and receive.message.max.bytes (100 MB), so
+      // poison larger than the producer's limit (1.2 MB in the e2e test) is fetched and
+      // dead-lettered rather than stalling its partition.
       {"session.timeout.ms", std::to_string(options.session_timeout_ms)},
       {"heartbeat.interval.ms", std::to_string(std::max(500, options.session_timeout_ms / 4))},
       {"partition.assignment.strategy", "range"},

@@ -8,6 +8,8 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -55,6 +57,25 @@ using KafkaHandle = rd_kafka_s;
 // timeouts, kInternal otherwise.
 Error FromKafka(int error_code, const std::string& context);
 
+// Milliseconds of a monotonic clock: when produces were queued (InFlight, KafkaMonitor).
+int64_t SteadyNowMs();
+
+// The produces of one producer not yet acknowledged (nor failed), with when each was queued: the
+// age of the oldest tells a stalled broker (consumers/kafka_monitor.h). Thread-safe.
+class InFlight {
+ public:
+  uint64_t Add(int64_t now_ms);
+  void Remove(uint64_t token);
+  // When the oldest unacknowledged produce was queued; nullopt when none is.
+  std::optional<int64_t> OldestMs() const;
+  size_t Size() const;
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t next_ = 0;
+  std::map<uint64_t, int64_t> started_;  // token -> queued at; tokens grow with time
+};
+
 // Producer: idempotent, acks=all (SPEC §5.2: a 2xx is in Kafka before the reply), linger 1 ms on
 // the command path (../shared/KAFKA-NOTES.md: the default 5 ms costs 5 ms per command; 1 ms
 // batched concurrent commands for +25% registrations/s on the mock, BENCHMARKS.md). A background
@@ -69,7 +90,9 @@ class Producer {
   static constexpr int32_t kAnyPartition = -1;  // RD_KAFKA_PARTITION_UA: the partitioner picks
 
   // Queues one message; `on_delivery` runs once with the partition and offset, or the error.
-  // `partition` is explicit when the caller must know where a key lands (KeyPartition).
+  // `partition` is explicit when the caller must know where a key lands (KeyPartition). A
+  // message over kMaxEventBytes (key + value + headers, events/event_limits.h) is not queued:
+  // `on_delivery` gets kPayloadTooLarge at once.
   void Produce(const std::string& topic, const std::string& key, const std::string& value,
                const std::vector<std::pair<std::string, std::string>>& headers,
                OnDelivery on_delivery, int32_t partition = kAnyPartition);
@@ -89,10 +112,15 @@ class Producer {
       const std::vector<std::pair<std::string, std::string>>& headers = {});
   Status Flush(int timeout_ms);
   KafkaHandle* handle() const { return rk_; }
+  // When the oldest message still waiting for its delivery report was queued (SteadyNowMs).
+  std::optional<int64_t> OldestUnackedMs() const { return in_flight_.OldestMs(); }
+  // Asks a broker for the cluster's metadata (no topics): OK when one answers in `timeout_ms`.
+  Status ProbeBrokers(int timeout_ms) const;
 
  private:
   Producer() = default;
   KafkaHandle* rk_ = nullptr;
+  InFlight in_flight_;
   std::atomic<bool> running_{true};
   std::thread poller_;
 };

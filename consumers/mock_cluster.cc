@@ -3,6 +3,8 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include <vector>
+
 namespace dcm {
 
 Result<std::unique_ptr<MockCluster>> MockCluster::Create(int brokers) {
@@ -47,5 +49,16 @@ void MockCluster::SetBrokerDown(int broker_id) {
 }
 
 void MockCluster::SetBrokerUp(int broker_id) { rd_kafka_mock_broker_set_up(cluster_, broker_id); }
+
+void MockCluster::PushRequestErrors(int api_key, int count, int error) {
+  std::vector<rd_kafka_resp_err_t> errors(static_cast<size_t>(count),
+                                          static_cast<rd_kafka_resp_err_t>(error));
+  rd_kafka_mock_push_request_errors_array(cluster_, static_cast<int16_t>(api_key), errors.size(),
+                                          errors.data());
+}
+
+void MockCluster::SetBrokerRtt(int broker_id, int rtt_ms) {
+  rd_kafka_mock_broker_set_rtt(cluster_, broker_id, rtt_ms);
+}
 
 }  // namespace dcm

@@ -27,6 +27,11 @@ class MockCluster {
   // Fault injection for tests (broker ids start at 1).
   void SetBrokerDown(int broker_id);
   void SetBrokerUp(int broker_id);
+  // The next `count` requests of Kafka API `api_key` (0 = Produce, 1 = Fetch, 3 = Metadata) fail
+  // with the Kafka error code `error` (e.g. 19 = NOT_ENOUGH_REPLICAS, retriable).
+  void PushRequestErrors(int api_key, int count, int error);
+  // Every answer of the broker is delayed by `rtt_ms` (0: none).
+  void SetBrokerRtt(int broker_id, int rtt_ms);
 
  private:
   MockCluster() = default;

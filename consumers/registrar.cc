@@ -221,7 +221,7 @@ Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) 
   for (const auto& m : messages) {
     if (m.offset < next) continue;
     next = m.offset + 1;
-    auto event = DecodeCloudEvent(m.value);
+    auto event = DecodeRequestRecord(m);
     if (!event) {
       pending.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "registrar",
                                    event.error().message, metrics_));

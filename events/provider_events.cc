@@ -1,7 +1,9 @@
 #include "events/provider_events.h"
 
+#include "events/event_limits.h"
 #include "events/json_read.h"
 #include "src/common/json_writer.h"
+#include "src/common/reply_summary.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
 
@@ -177,8 +179,30 @@ Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event, const Pro
   return r;
 }
 
-CloudEvent EncodeProviderOutcome(const ProviderOutcome& o, const std::string& source,
+namespace {
+// `text` if it fits in `max_bytes`, else cut (at a character boundary, ending in "...").
+std::string Capped(const std::string& text, size_t max_bytes) {
+  return text.size() <= max_bytes ? text : SanitizeText(text, max_bytes);
+}
+}  // namespace
+
+ProviderOutcome CappedRejection(ProviderOutcome o) {
+  o.detail = Capped(o.detail, kRejectionDetailMaxBytes);
+  o.attempted_name = Capped(o.attempted_name, kRejectionAttemptedMaxBytes);
+  o.attempted_id = Capped(o.attempted_id, kRejectionAttemptedMaxBytes);
+  if (o.errors.size() > kRejectionMaxFieldErrors) o.errors.resize(kRejectionMaxFieldErrors);
+  for (auto& err : o.errors) {
+    err.field = Capped(err.field, kRejectionFieldErrorMaxBytes);
+    err.message = Capped(err.message, kRejectionFieldErrorMaxBytes);
+  }
+  return o;
+}
+
+CloudEvent EncodeProviderOutcome(const ProviderOutcome& outcome, const std::string& source,
                                  int64_t now_millis) {
+  std::optional<ProviderOutcome> capped;  // rejections only: accepted outcomes are not copied
+  if (outcome.kind == OutcomeKind::kRejected) capped = CappedRejection(outcome);
+  const ProviderOutcome& o = capped ? *capped : outcome;
   CloudEvent e;
   e.id = OutcomeEventId(o.request_id);
   e.source = source;

@@ -98,6 +98,10 @@ struct ProviderOutcome {
 // produces the same event (projections drop the duplicate).
 std::string OutcomeEventId(const std::string& request_id);
 
+// A rejection as it is recorded: its detail, field errors and attempted name and id cut to the
+// caps of events/event_limits.h (a request's errors can echo input of any size).
+ProviderOutcome CappedRejection(ProviderOutcome outcome);
+
 CloudEvent EncodeProviderOutcome(const ProviderOutcome& outcome, const std::string& source,
                                  int64_t now_millis);
 // kCorruption for events that are not provider outcomes or are malformed.

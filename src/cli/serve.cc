@@ -33,6 +33,7 @@ struct ServeFlags {
   std::string service_types;
   std::string decision_timeout = "10s";
   std::string read_wait = "5s";  // SPEC §7 consistent reads
+  std::string write_timeout = "5s";
   // HEALTH_CHECK_* durations, Go syntax (SPEC §2).
   std::string health_interval = "10s";
   std::string health_timeout = "5s";
@@ -68,6 +69,7 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
   for (auto [text, out, name] :
        {std::tuple{&flags.decision_timeout, &config.decision_timeout, "--decision-timeout"},
         std::tuple{&flags.read_wait, &config.read_wait, "--read-wait"},
+        std::tuple{&flags.write_timeout, &config.write_timeout, "--write-timeout"},
         std::tuple{&flags.health_interval, &config.health.interval, "HEALTH_CHECK_INTERVAL"},
         std::tuple{&flags.health_timeout, &config.health.timeout, "HEALTH_CHECK_TIMEOUT"},
         std::tuple{&flags.health_base_backoff, &config.health.base_backoff,
@@ -267,6 +269,10 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
                   "How long a read waits for this instance to reach its acknowledged writes and "
                   "?min_position= before answering 503 (0..25s)")
       ->envname("DCM_READ_WAIT")
+  cmd->add_option("--write-timeout", flags.write_timeout,
+                  "How long a write waits for Kafka's acknowledgement (and any wait once Kafka is "
+                  "unreachable or stalled) before answering 503 with Retry-After")
+      ->envname("DCM_WRITE_TIMEOUT")
       ->capture_default_str();
   cmd->add_option("--session-timeout-ms", c.group_session_timeout_ms,
                   "Consumer-group session timeout: registrar failover time")

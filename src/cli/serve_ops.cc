@@ -39,6 +39,8 @@ void WriteLiveInfo(const ServeParts& parts, JsonWriter& w) {
   w.Field("health_lag", parts.Runner(HealthProjection::kName).Lag());
   w.Field("instances_lag", parts.Runner(InstanceProjection::kName).Lag());
   w.Field("audit_lag", parts.Runner(AuditProjection::kName).Lag());
+  const KafkaVerdict kafka = parts.kafka_monitor->Verdict();
+  w.Field("kafka", kafka.ok ? "ok" : kafka.reason);  // the /readyz check `kafka`, explained
   w.Field("policy", parts.policy ? "policy_manager" : "builtin");
   w.Field("auth", parts.trust->authenticator() ? parts.trust->auth_mode() : "disabled");
   w.Field("api_tls", !config.tls.enabled()               ? "off"

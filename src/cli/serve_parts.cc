@@ -294,20 +294,46 @@ void AddReadBarrier(ServeParts& parts) {
                         .stop = [b = parts.read_barrier.get()] { b->Stop(); }});
 }
 
-// HTTP writes go to the request topics and answer once their outcome is applied here.
+// Whether Kafka answers (SPEC §7): its producers' oldest unacknowledged produce, and a metadata
+// probe every 2 s. The /readyz check `kafka`; a stalled Kafka fails waiting writes at once.
+void AddKafkaMonitor(ServeParts& parts) {
+  std::vector<const Producer*> watched = {parts.command_producer.get(), parts.producer.get()};
+  if (parts.health_producer) watched.push_back(parts.health_producer.get());
+  KafkaMonitorOptions options;
+  options.stall_after = std::max(std::chrono::milliseconds(1000), parts.config.write_timeout / 2);
+  parts.kafka_monitor = std::make_unique<KafkaMonitor>(std::move(watched), options, &parts.metrics);
+  parts.components.Add({.name = "kafka",
+                        .start =
+                            [m = parts.kafka_monitor.get()] {
+                              m->Start();
+                              return OkStatus();
+                            },
+                        .stop = [m = parts.kafka_monitor.get()] { m->Stop(); },
+                        .ready = [m = parts.kafka_monitor.get()] { return m->Ok(); }});
+}
+
+// HTTP writes go to the request topics and answer once their outcome is applied here, or 503
+// within --write-timeout when Kafka does not answer.
 Status AddCommandBuses(ServeParts& parts) {
   const Config& config = parts.config;
   Producer* producer = parts.producer.get();
+  // Provider writes answer within --write-timeout whatever holds them up; instance writes wait
+  // for their saga (--operation-timeout) unless Kafka holds them up.
+  auto limits = [&parts](std::chrono::milliseconds outcome_timeout, bool bound_outcome) {
+    return WriteLimits{outcome_timeout, parts.config.write_timeout,
+                       [m = parts.kafka_monitor.get()] { return m->Ok(); }, bound_outcome};
+  };
   parts.commands = std::make_unique<KafkaCommandBus>(
       parts.command_producer.get(), &parts.provider_waiters, config.topics.ProviderRequests(),
-      config.topics.Providers(), config.decision_timeout, &SystemClock::Instance(), &parts.metrics);
+      config.topics.Providers(), limits(config.decision_timeout, true), &SystemClock::Instance(),
+      &parts.metrics);
   ASSIGN_OR_RETURN(
       auto request_partitions,
       TopicPartitionCount(producer->handle(), config.topics.InstanceRequests(), 10000));
   parts.instance_commands = std::make_unique<KafkaCommandBus>(
       producer, &parts.instance_waiters, config.topics.InstanceRequests(),
-      config.topics.Instances(), parts.settings.operation_timeout, &SystemClock::Instance(),
-      &parts.metrics, request_partitions);
+      config.topics.Instances(), limits(parts.settings.operation_timeout, false),
+      &SystemClock::Instance(), &parts.metrics, request_partitions);
   parts.commands->TrackAcknowledged(parts.read_barrier.get());
   parts.instance_commands->TrackAcknowledged(parts.read_barrier.get());
   return OkStatus();
@@ -379,6 +405,7 @@ Status BuildServeParts(ServeParts& parts) {
   AddRegistrar(parts);
   AddProber(parts);
   AddReadBarrier(parts);
+  AddKafkaMonitor(parts);
   RETURN_IF_ERROR(AddCommandBuses(parts));
   return AddHttpServer(parts);
 }

@@ -10,6 +10,7 @@
 //   registrar
 //   prober                                      (--health-check)
 //   read barrier (consistent reads: waiting reads run on its thread)
+//   Kafka monitor (the /readyz check `kafka`; writes answer 503 while Kafka is stalled)
 //   command buses (provider and instance writes)
 //   HTTP server (API + ops: /readyz asks every component with a check)
 //
@@ -29,6 +30,7 @@
 
 #include "consumers/command_bus.h"
 #include "consumers/instance_worker.h"
+#include "consumers/kafka_monitor.h"
 #include "consumers/mock_cluster.h"
 #include "consumers/prober.h"
 #include "consumers/projection_runner.h"
@@ -103,6 +105,7 @@ struct ServeParts {
   std::unique_ptr<Prober> prober;
   std::unique_ptr<ReadBarrier> read_barrier;  // SPEC §7: what reads wait for
   std::unique_ptr<http::ConsistentReads> consistent_reads;
+  std::unique_ptr<KafkaMonitor> kafka_monitor;
   std::unique_ptr<KafkaCommandBus> commands;
   std::unique_ptr<KafkaCommandBus> instance_commands;
   std::unique_ptr<http::HttpServer> server;

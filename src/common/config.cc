@@ -92,6 +92,9 @@ Status ValidateConfig(const Config& c) {
   if (c.partitions < 1 || c.partitions > 1024) {
     return MakeError(ErrorCode::kInvalidArgument, "--partitions must be 1..1024");
   }
+  if (c.write_timeout.count() < 100 || c.write_timeout.count() > 60000) {
+    return MakeError(ErrorCode::kInvalidArgument, "--write-timeout must be 100ms..60s");
+  }
   const auto& h = c.health;
   if (h.interval.count() < 100 || h.timeout.count() < 10 || h.base_backoff.count() < 100 ||
       h.max_backoff < h.base_backoff) {

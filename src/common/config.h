@@ -152,6 +152,9 @@ struct Config {
   // and the read's ?min_position= before answering 503 (SPEC §7, --read-wait). Below the HTTP
   // server's 30 s handler timeout.
   std::chrono::milliseconds read_wait{5000};
+  // SPEC §7: how long a write waits for Kafka to acknowledge its request, and how long any write
+  // waits once Kafka is unreachable or stalled, before 503 + Retry-After (100ms..60s).
+  std::chrono::milliseconds write_timeout{5000};
   // Kafka consumer-group session timeout for the registrar group, in ms. Failover of the single
   // decider takes about this long. 10 s is a middle ground between quick failover and false
   // alarms on a loaded machine; tests lower it (the mock needs >= 3000).

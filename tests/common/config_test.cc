@@ -37,6 +37,20 @@ TEST(ValidateConfigTest, RequiresBrokersOutsideDevMode) {
   EXPECT_TRUE(ValidateConfig(c));
 }
 
+// SPEC §7: writes answer 503 within --write-timeout (default 5 s); 100ms..60s.
+TEST(ValidateConfigTest, WriteTimeoutDefaultsToFiveSecondsAndMustBe100msTo60s) {
+  Config c = DevConfig();
+  EXPECT_EQ(c.write_timeout, std::chrono::milliseconds(5000));
+  c.write_timeout = std::chrono::milliseconds(99);
+  auto status = ValidateConfig(c);
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.error().message.find("--write-timeout"), std::string::npos);
+  c.write_timeout = std::chrono::milliseconds(60001);
+  EXPECT_FALSE(ValidateConfig(c));
+  c.write_timeout = std::chrono::milliseconds(100);
+  EXPECT_TRUE(ValidateConfig(c));
+}
+
 // SPEC §6: outside --dev, no auth setting is a startup error that says what to set.
 TEST(ValidateConfigTest, RefusesToRunWithoutAuthenticationOutsideDevMode) {
   Config c;

@@ -197,6 +197,8 @@ class Instance:
                 "--kafka-brokers", cluster.bootstrap, "--topic-prefix", cluster.prefix,
                 "--session-timeout-ms", "4000", "--decision-timeout", "20s",
                 "--http-threads", "1", "--instance-id", name, *extra]
+        if "--write-timeout" not in extra:  # as patient as the decision timeout
+            args += ["--write-timeout", "20s"]
         if not cluster.external:
             args += ["--fetch-wait-max-ms", "10"]
         self.proc = Process(args, name, {**SERVE_ENV, **(env or {})})

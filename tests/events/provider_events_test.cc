@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "events/event_limits.h"
 #include "src/common/time_format.h"
 #include "src/common/uuid.h"
 
@@ -400,6 +401,53 @@ TEST(ProviderOutcomeTest, IsProviderOutcomeTypeKnowsExactlyTheOutcomes) {
         event_type::kIdChangeRequested, event_type::kDeletionRequested, "", "dcm.provider"}) {
     EXPECT_FALSE(IsProviderOutcomeType(type)) << type;
   }
+}
+
+}  // namespace
+}  // namespace dcm
+
+namespace dcm {
+namespace {
+
+// SPEC §7: rejected requests are recorded with their errors, capped in size (event_limits.h).
+TEST(RejectionRecordTest, CopiesOfTheRequestAndItsErrorsAreCutToTheDocumentedCaps) {
+  ProviderOutcome o;
+  o.kind = OutcomeKind::kRejected;
+  o.request_id = "r-1";
+  o.status = 400;
+  o.detail = "invalid provider: service_type unknown service type '" + std::string(900000, 'x');
+  o.attempted_name = std::string(5000, 'n');
+  o.attempted_id = std::string(5000, 'i');
+  for (int i = 0; i < 1000; ++i) {
+    o.errors.push_back({"operations[" + std::to_string(i) + "]", std::string(2000, 'm')});
+  }
+  const CloudEvent event = EncodeProviderOutcome(o, "dcm/test", kNow);
+  EXPECT_LT(EncodeCloudEvent(event).size(), 16u * 1024);
+  auto decoded = DecodeProviderOutcome(event);
+  ASSERT_TRUE(decoded) << decoded.error().message;
+  EXPECT_LE(decoded->detail.size(), kRejectionDetailMaxBytes);
+  EXPECT_TRUE(decoded->detail.starts_with("invalid provider: service_type unknown"));
+  EXPECT_TRUE(decoded->detail.ends_with("..."));
+  EXPECT_LE(decoded->attempted_name.size(), kRejectionAttemptedMaxBytes);
+  EXPECT_LE(decoded->attempted_id.size(), kRejectionAttemptedMaxBytes);
+  ASSERT_EQ(decoded->errors.size(), kRejectionMaxFieldErrors);
+  EXPECT_EQ(decoded->errors[0].field, "operations[0]");
+  EXPECT_LE(decoded->errors[0].message.size(), kRejectionFieldErrorMaxBytes);
+}
+
+TEST(RejectionRecordTest, ARejectionWithinTheCapsIsRecordedUnchanged) {
+  ProviderOutcome o;
+  o.kind = OutcomeKind::kRejected;
+  o.request_id = "r-2";
+  o.status = 400;
+  o.detail = "invalid provider: name is required";
+  o.errors = {{"name", "is required"}};
+  o.attempted_id = "sp-1";
+  EXPECT_EQ(CappedRejection(o), o);
+  auto decoded = DecodeProviderOutcome(EncodeProviderOutcome(o, "dcm/test", kNow));
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->detail, o.detail);
+  EXPECT_EQ(decoded->errors, o.errors);
 }
 
 }  // namespace

@@ -282,10 +282,11 @@ struct Node {
     ASSIGN_OR_RETURN(
         const int partitions,
         TopicPartitionCount(producer->handle(), env.config.topics.InstanceRequests(), 10000));
-    bus = std::make_unique<KafkaCommandBus>(producer.get(), &waiters,
-                                            env.config.topics.InstanceRequests(),
-                                            env.config.topics.Instances(), milliseconds(30000),
-                                            &SystemClock::Instance(), &metrics, partitions);
+    bus = std::make_unique<KafkaCommandBus>(
+        producer.get(), &waiters, env.config.topics.InstanceRequests(),
+        env.config.topics.Instances(),
+        WriteLimits{milliseconds(30000), milliseconds(5000), nullptr, false},
+        &SystemClock::Instance(), &metrics, partitions);
     return OkStatus();
   }
 
