@@ -78,6 +78,8 @@ http::OpsContext BuildOps(ServeParts& parts) {
   http::OpsContext ops;
   ops.metrics = &parts.metrics;
   ops.checks = parts.components.Checks();
+  // GET /api/v1alpha1/health also asks the store for a read (a point Get of an absent key).
+  ops.dependencies = {{"store", [&parts] { return parts.store->Get("__health").has_value(); }}};
   ops.info = BuildAdminInfo(parts);
   ops.live_info = [&parts](JsonWriter& w) { WriteLiveInfo(parts, w); };
   ops.projections = [&parts](JsonWriter& w) { WriteProjections(parts, w); };

@@ -58,6 +58,11 @@ constexpr Route kRoutes[] = {
      [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
        r(Projections(c.ops));
      }},
+    // DCM's control-plane health (SPEC §7): open, as /healthz and /readyz are (and as DCM's is).
+    {"GET", "/health", true, false, Access::kOpen,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       r(ApiHealth(c.ops));
+     }},
     // Providers (SPEC §3.1) and their history and past states (SPEC §3.4).
     {"GET", "/service-types", true, false, Access::kRead,
      [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
