@@ -22,6 +22,8 @@
 
 namespace dcm::http {
 
+class HeavyReads;  // heavy_reads.h
+
 // Base path of the API, and the alias the seeds use (SPEC §3).
 inline constexpr char kApiBase[] = "/api/v1alpha1";
 inline constexpr char kApiAlias[] = "/api/v1";
@@ -44,6 +46,10 @@ struct ApiContext {
   // New event ids (provider requests, edge rejections): random UUIDs unless a test injects its
   // own.
   std::function<std::string()> new_id = NewUuidV4;
+  // Heavy reads (SPEC §7: as_of, filtered scans, /admin/projections) run on this pool, off the
+  // I/O threads (router.cc); null: inline (tests). A heavy read's handler sees its deadline here.
+  HeavyReads* heavy_reads = nullptr;
+  Deadline deadline = {};
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

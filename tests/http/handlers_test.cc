@@ -666,6 +666,23 @@ TEST_F(AuditHandlersTest, AsOfAnswersTheStateThenOr404OutsideTheProvidersLifetim
   EXPECT_EQ(Call("GET", "/api/v1alpha1/providers").status, 200);  // live, without as_of
 }
 
+TEST_F(AuditHandlersTest, AnAsOfFoldPastItsDeadlineAnswers503WithRetryAfter) {
+  ApiContext api = Api();
+  api.audit = audit_view_.get();
+  api.deadline = Deadline{&clock_, clock_.Now()};  // already passed
+  router_ = MakeRouter(api, OpsContext{}, AccessContext{});
+  for (const char* target : {"/api/v1alpha1/providers?as_of=2026-01-01T00:00:02Z",
+                             "/api/v1alpha1/providers/p1?as_of=2026-01-01T00:00:02Z"}) {
+    auto r = Call("GET", target);
+    EXPECT_EQ(r.status, 503) << target << " " << r.body;
+    EXPECT_NE(r.body.find("passed its deadline"), std::string::npos) << r.body;
+    ASSERT_NE(FindHeader(r, "Retry-After"), nullptr) << target;
+  }
+  api.deadline = Deadline{&clock_, clock_.Now() + std::chrono::seconds(1)};
+  router_ = MakeRouter(api, OpsContext{}, AccessContext{});
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/p1?as_of=2026-01-01T00:00:02Z").status, 200);
+}
+
 // ---- injected ids ----
 
 TEST_F(HandlersTest, RequestsAndEdgeRejectionsTakeTheirIdsFromTheInjectedGenerator) {
