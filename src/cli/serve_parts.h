@@ -10,6 +10,7 @@
 //   registrar
 //   prober                                      (--health-check)
 //   command buses (provider and instance writes)
+//   heavy-read pool (as_of, filtered scans off the I/O threads; stopped after the HTTP server)
 //   HTTP server (API + ops: /readyz asks every component with a check)
 //
 // Kafka (the embedded mock in --dev, else the given cluster, topics ensured) and the trust
@@ -43,6 +44,7 @@
 #include "src/cli/trust_boundary.h"
 #include "src/common/config.h"
 #include "src/common/metrics.h"
+#include "src/http/heavy_reads.h"
 #include "src/http/ops_handlers.h"
 #include "src/http/placement_clients.h"
 #include "src/http/probe_client.h"
@@ -100,6 +102,8 @@ struct ServeParts {
   std::unique_ptr<Prober> prober;
   std::unique_ptr<KafkaCommandBus> commands;
   std::unique_ptr<KafkaCommandBus> instance_commands;
+  DescriptorBudget descriptors;  // from the open-files limit at build (SPEC §7)
+  std::unique_ptr<http::HeavyReads> heavy_reads;
   std::unique_ptr<http::HttpServer> server;
   uint16_t port = 0;  // bound once the HTTP component started
   Components components;

@@ -45,6 +45,10 @@
 
 namespace dcm::http {
 
+// Descriptors a server may hold beyond max_connections: connections being refused with a 503
+// (each for at most 500 ms; beyond these a refused connection is closed without a word).
+inline constexpr size_t kRefusalSlots = 256;
+
 struct ServerOptions {
   // Worker threads, each with its own io_context (one per core measured 40–80% faster than a
   // shared pool). 1 is enough for tests and sp-sim.

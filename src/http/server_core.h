@@ -59,7 +59,7 @@ constexpr size_t kFirstReadBytes = 4096;
 // Connections being refused at once (a 503 written, then a drain of at most kDrainTimeout so the
 // client reads it instead of a reset). Beyond it a refused connection is closed without a word:
 // refusals never hold more than this many descriptors.
-constexpr size_t kMaxRefusing = 256;
+constexpr size_t kMaxRefusing = kRefusalSlots;
 
 // Set on worker threads to the server they belong to (CloseListener must not wait on itself).
 inline thread_local const void* tls_current_server = nullptr;
