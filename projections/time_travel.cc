@@ -13,13 +13,14 @@ std::vector<ProjectionEntry> AsOfEntries(const Topics& topics) {
 
 }  // namespace
 
-PastState::PastState(std::unique_ptr<Store> store, const Topics& topics)
+PastState::PastState(std::unique_ptr<Store> store, const Topics& topics, Deadline deadline)
     : store_(std::move(store)),
       projections_(BuildProjections(AsOfEntries(topics),
                                     ProjectionDeps{.store = store_.get(), .topics = &topics})),
       registry_(store_.get()),
       health_(store_.get()),
-      instances_(store_.get()) {
+      instances_(store_.get()),
+      deadline_(deadline) {
   for (size_t i = 0; i < projections_.entries.size(); ++i) {
     for (const auto& topic : projections_.entries[i].topics) {
       by_topic_[topic].push_back(projections_.projections[i].get());
@@ -29,8 +30,18 @@ PastState::PastState(std::unique_ptr<Store> store, const Topics& topics)
 
 Status PastState::FoldEntity(const AuditView& audit, const std::string& entity, int64_t as_of_ms,
                              StoreBatch& batch) {
+  auto expired = [&] {
+    return MakeError(ErrorCode::kTimeout, "the as_of fold passed its deadline after " +
+                                              std::to_string(folded_) +
+                                              " events; retry later or ask for a single entity");
+  };
+  if (deadline_.Passed()) return expired();
   Status status = OkStatus();
   RETURN_IF_ERROR(audit.ForEachOfEntity(entity, as_of_ms, [&](const AuditEntry& entry) {
+    if (folded_ % kDeadlineCheckEvents == kDeadlineCheckEvents - 1 && deadline_.Passed()) {
+      status = expired();
+      return false;
+    }
     const auto folders = by_topic_.find(entry.topic);
     if (folders == by_topic_.end()) return true;  // requests: not folded into state
     auto event = DecodeCloudEvent(entry.json);
@@ -53,9 +64,9 @@ Status PastState::FoldEntity(const AuditView& audit, const std::string& entity, 
 Result<std::unique_ptr<PastState>> PastState::OfProviders(const AuditView& audit,
                                                           const Topics& topics,
                                                           const std::vector<std::string>& ids,
-                                                          int64_t as_of_ms) {
+                                                          int64_t as_of_ms, Deadline deadline) {
   ASSIGN_OR_RETURN(auto store, Store::Open("/past", StoreOptions{false, true}));
-  std::unique_ptr<PastState> past(new PastState(std::move(store), topics));
+  std::unique_ptr<PastState> past(new PastState(std::move(store), topics, deadline));
   StoreBatch batch;
   std::vector<std::string> all;
   if (ids.empty()) {
@@ -74,9 +85,10 @@ Result<std::unique_ptr<PastState>> PastState::OfProviders(const AuditView& audit
 Result<std::unique_ptr<PastState>> PastState::OfCatalogItemInstance(const AuditView& audit,
                                                                     const Topics& topics,
                                                                     const std::string& id,
-                                                                    int64_t as_of_ms) {
+                                                                    int64_t as_of_ms,
+                                                                    Deadline deadline) {
   ASSIGN_OR_RETURN(auto store, Store::Open("/past", StoreOptions{false, true}));
-  std::unique_ptr<PastState> past(new PastState(std::move(store), topics));
+  std::unique_ptr<PastState> past(new PastState(std::move(store), topics, deadline));
   StoreBatch batch;
   RETURN_IF_ERROR(past->FoldEntity(audit, id, as_of_ms, batch));
   RETURN_IF_ERROR(past->store_->Write(batch));

@@ -21,22 +21,26 @@
 #include "projections/instance_projection.h"
 #include "projections/projection_catalog.h"
 #include "projections/registry_projection.h"
+#include "src/common/clock.h"
 #include "src/common/config.h"
 
 namespace dcm {
 
 class PastState {
  public:
-  // Providers `ids` (empty: every provider the index knows) at `as_of_ms`.
+  // Providers `ids` (empty: every provider the index knows) at `as_of_ms`. A fold still running
+  // at `deadline` gives up: kTimeout (checked every kDeadlineCheckEvents events and per entity).
   static Result<std::unique_ptr<PastState>> OfProviders(const AuditView& audit,
                                                         const Topics& topics,
                                                         const std::vector<std::string>& ids,
-                                                        int64_t as_of_ms);
+                                                        int64_t as_of_ms, Deadline deadline = {});
   // One catalog item instance (its root's facts, and the SP status of its resource).
   static Result<std::unique_ptr<PastState>> OfCatalogItemInstance(const AuditView& audit,
                                                                   const Topics& topics,
                                                                   const std::string& id,
-                                                                  int64_t as_of_ms);
+                                                                  int64_t as_of_ms,
+                                                                  Deadline deadline = {});
+  static constexpr int64_t kDeadlineCheckEvents = 256;
 
   const RegistryView& registry() const { return registry_; }
   const HealthView& health() const { return health_; }
@@ -45,7 +49,7 @@ class PastState {
   int64_t folded() const { return folded_; }
 
  private:
-  PastState(std::unique_ptr<Store> store, const Topics& topics);
+  PastState(std::unique_ptr<Store> store, const Topics& topics, Deadline deadline);
   Status FoldEntity(const AuditView& audit, const std::string& entity, int64_t as_of_ms,
                     StoreBatch& batch);
 
@@ -56,6 +60,7 @@ class PastState {
   HealthView health_;
   InstanceView instances_;
   int64_t folded_ = 0;
+  Deadline deadline_;
 };
 
 }  // namespace dcm

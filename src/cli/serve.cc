@@ -53,6 +53,8 @@ struct ServeFlags {
   std::string jwks_min_refresh_interval = "10s";
   std::string outbound_allow;
   std::string outbound_deny;
+  // SPEC §7.
+  std::string heavy_read_timeout = "10s";
 };
 
 // Consumer long-poll on the embedded mock, in ms (see ResolveFlags).
@@ -83,7 +85,9 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
         std::tuple{&flags.jwks_refresh_interval, &config.auth.refresh_interval,
                    "AUTH_JWKS_REFRESH_INTERVAL"},
         std::tuple{&flags.jwks_min_refresh_interval, &config.auth.min_refresh_interval,
-                   "AUTH_JWKS_MIN_REFRESH_INTERVAL"}}) {
+                   "AUTH_JWKS_MIN_REFRESH_INTERVAL"},
+        std::tuple{&flags.heavy_read_timeout, &config.limits.heavy_read_timeout,
+                   "--heavy-read-timeout"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed)
       return MakeError(parsed.error().code, std::string(name) + ": " + parsed.error().message);
@@ -296,6 +300,35 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("DCM_INSTANCE_ID");
 }
 
+// Bounded per-request cost (SPEC §7).
+void RegisterLimitFlags(CLI::App* cmd, ServeFlags& flags) {
+  LimitsConfig& l = flags.config.limits;
+  cmd->add_option("--max-connections", l.max_connections,
+                  "Open API connections; beyond it 503 (lowered to what the open-files limit "
+                  "leaves)")
+      ->envname("DCM_MAX_CONNECTIONS")
+      ->check(CLI::Range(1, 10000000))
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-client", l.max_connections_per_client,
+                  "Open API connections from one client address; beyond it 503 (0 = no cap)")
+      ->envname("DCM_MAX_CONNECTIONS_PER_CLIENT")
+      ->capture_default_str();
+  cmd->add_option("--heavy-read-threads", l.heavy_read_threads,
+                  "Threads for heavy reads (as_of, filtered scans); 0 = half the cores")
+      ->envname("DCM_HEAVY_READ_THREADS")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+  cmd->add_option("--heavy-read-queue", l.heavy_read_queue,
+                  "Heavy reads waiting for a thread; beyond it 503")
+      ->envname("DCM_HEAVY_READ_QUEUE")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--heavy-read-timeout", flags.heavy_read_timeout,
+                  "A heavy read still queued or folding after this answers 503")
+      ->envname("DCM_HEAVY_READ_TIMEOUT")
+      ->capture_default_str();
+}
+
 // Active health probing (SPEC §2, §3.2).
 void RegisterHealthCheckFlags(CLI::App* cmd, ServeFlags& flags) {
   Config& c = flags.config;
@@ -393,6 +426,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   RegisterHealthCheckFlags(cmd, *flags);
   RegisterInstanceFlags(cmd, *flags);
   RegisterTrustBoundaryFlags(cmd, *flags);
+  RegisterLimitFlags(cmd, *flags);
   cmd->add_option("--log-level", flags->config.log_level, "debug, info, warn or error")
       ->envname("DCM_LOG_LEVEL")
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "src/cli/serve_parts.h"
 
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -162,6 +163,7 @@ Status AddProbeClient(ServeParts& parts) {
   options.outbound = parts.trust->outbound();
   options.tls = parts.trust->sp_tls();
   options.max_tls_handshakes = static_cast<size_t>(parts.config.health.max_tls_handshakes);
+  options.max_idle_connections = parts.descriptors.probe_idle;
   ASSIGN_OR_RETURN(parts.probe_client, http::ProbeClient::Create(options));
   // Stopped after the prober (components stop in reverse): no probe completes into a stopped
   // prober.
@@ -352,7 +354,58 @@ http::ApiContext BuildApi(const ServeParts& parts) {
                        &v.audit,
                        parts.config.topics};
   api.consistency = parts.consistent_reads.get();
+  api.heavy_reads = parts.heavy_reads.get();
   return api;
+}
+
+// How the descriptors are shared: the open-files limit (raised to the hard one at start) split
+// between a reserve, the prober and the API (SPEC §7: no EMFILE).
+void SplitOpenFiles(ServeParts& parts) {
+  rlimit limit{};
+  uint64_t nofile = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    nofile = limit.rlim_cur == RLIM_INFINITY ? (1u << 20) : static_cast<uint64_t>(limit.rlim_cur);
+  }
+  const auto& health = parts.config.health;
+  parts.descriptors = SplitDescriptors(
+      nofile, health.enabled, static_cast<uint64_t>(health.max_in_flight), http::kRefusalSlots);
+}
+
+// Heavy reads run on their own pool, stopped after the HTTP server (components stop in
+// reverse).
+Status AddHeavyReads(ServeParts& parts) {
+  const LimitsConfig& limits = parts.config.limits;
+  http::HeavyReadOptions options;
+  options.threads = limits.heavy_read_threads > 0
+                        ? limits.heavy_read_threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 2));
+  options.queue = limits.heavy_read_queue;
+  options.timeout = limits.heavy_read_timeout;
+  options.metrics = &parts.metrics;
+  ASSIGN_OR_RETURN(parts.heavy_reads, http::HeavyReads::Start(options));
+  parts.components.Add(
+      {.name = "heavy-reads", .stop = [p = parts.heavy_reads.get()] { p->Stop(); }});
+  return OkStatus();
+}
+
+// --max-connections, lowered to what the descriptors leave the API.
+size_t ConnectionCap(const ServeParts& parts) {
+  const DescriptorBudget& d = parts.descriptors;
+  const size_t wanted = parts.config.limits.max_connections;
+  const size_t cap = std::min<uint64_t>(wanted, d.api);
+  auto log = ServeLogger();
+  log->info(
+      "msg=\"descriptors\" nofile={} reserve={} probe_idle={} probe_in_flight={} api={} "
+      "max_connections={} max_connections_per_client={}",
+      d.nofile, d.reserve, d.probe_idle, d.probe_in_flight, d.api, cap,
+      parts.config.limits.max_connections_per_client);
+  if (cap < wanted) {
+    log->warn(
+        "msg=\"--max-connections lowered to what the open-files limit leaves the API; raise the "
+        "hard limit (ulimit -Hn, LimitNOFILE=) to allow more\" wanted={} cap={} nofile={}",
+        wanted, cap, d.nofile);
+  }
+  return cap;
 }
 
 // The API and ops server; started last, so /readyz asks every other component.
@@ -366,6 +419,8 @@ Status AddHttpServer(ServeParts& parts) {
   options.tls_cert_file = config.tls.cert_file;
   options.tls_key_file = config.tls.key_file;
   options.tls_client_ca_file = config.tls.client_ca_file;
+  options.max_connections = ConnectionCap(parts);
+  options.max_connections_per_client = config.limits.max_connections_per_client;
   ASSIGN_OR_RETURN(parts.server, http::HttpServer::Create(options));
   auto handler = http::MakeRouter(BuildApi(parts), BuildOps(parts),
                                   http::AccessContext{parts.trust->authenticator(),
@@ -394,6 +449,7 @@ const ProjectionRunner& ServeParts::Runner(std::string_view name) const {
 }
 
 Status BuildServeParts(ServeParts& parts) {
+  SplitOpenFiles(parts);
   RETURN_IF_ERROR(SetUpTrustBoundary(parts));
   RETURN_IF_ERROR(SetUpKafka(parts));
   RETURN_IF_ERROR(AddStore(parts));
@@ -407,6 +463,7 @@ Status BuildServeParts(ServeParts& parts) {
   AddReadBarrier(parts);
   AddKafkaMonitor(parts);
   RETURN_IF_ERROR(AddCommandBuses(parts));
+  RETURN_IF_ERROR(AddHeavyReads(parts));
   return AddHttpServer(parts);
 }
 

@@ -12,6 +12,7 @@
 //   read barrier (consistent reads: waiting reads run on its thread)
 //   Kafka monitor (the /readyz check `kafka`; writes answer 503 while Kafka is stalled)
 //   command buses (provider and instance writes)
+//   heavy-read pool (as_of, filtered scans off the I/O threads; stopped after the HTTP server)
 //   HTTP server (API + ops: /readyz asks every component with a check)
 //
 // Kafka (the embedded mock in --dev, else the given cluster, topics ensured) and the trust
@@ -48,6 +49,7 @@
 #include "src/common/config.h"
 #include "src/common/metrics.h"
 #include "src/http/consistent_reads.h"
+#include "src/http/heavy_reads.h"
 #include "src/http/ops_handlers.h"
 #include "src/http/placement_clients.h"
 #include "src/http/probe_client.h"
@@ -108,6 +110,8 @@ struct ServeParts {
   std::unique_ptr<KafkaMonitor> kafka_monitor;
   std::unique_ptr<KafkaCommandBus> commands;
   std::unique_ptr<KafkaCommandBus> instance_commands;
+  DescriptorBudget descriptors;  // from the open-files limit at build (SPEC §7)
+  std::unique_ptr<http::HeavyReads> heavy_reads;
   std::unique_ptr<http::HttpServer> server;
   uint16_t port = 0;  // bound once the HTTP component started
   Components components;

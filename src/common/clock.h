@@ -36,4 +36,11 @@ class FakeClock final : public Clock {
   std::atomic<int64_t> millis_;
 };
 
+// When bounded work gives up (heavy reads, SPEC §7): `at` on `clock`. The default never passes.
+struct Deadline {
+  const Clock* clock = nullptr;
+  TimePoint at = TimePoint::max();
+  bool Passed() const { return clock != nullptr && clock->Now() >= at; }
+};
+
 }  // namespace dcm

@@ -1,5 +1,7 @@
 #include "src/common/config.h"
 
+#include <algorithm>
+
 #include "src/common/url.h"
 
 namespace dcm {
@@ -72,6 +74,20 @@ Status ValidateTrustBoundary(const Config& c) {
 
 }  // namespace
 
+DescriptorBudget SplitDescriptors(uint64_t nofile, bool probing, uint64_t probe_in_flight,
+                                  uint64_t refusal_slots) {
+  DescriptorBudget b;
+  b.nofile = nofile;
+  b.reserve = std::min<uint64_t>(1024, nofile / 4);
+  if (probing) {
+    b.probe_idle = (nofile - b.reserve) / 2;
+    b.probe_in_flight = probe_in_flight;
+  }
+  const uint64_t taken = b.reserve + b.probe_idle + b.probe_in_flight + refusal_slots;
+  b.api = std::max(kMinApiConnections, nofile > taken ? nofile - taken : 0);
+  return b;
+}
+
 Status ValidateConfig(const Config& c) {
   if (c.listen.find(':') == std::string::npos) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -108,6 +124,13 @@ Status ValidateConfig(const Config& c) {
         ErrorCode::kInvalidArgument,
         "HEALTH_CHECK_MAX_CONSECUTIVE_FAILURES and HEALTH_CHECK_SUCCESS_THRESHOLD must "
         "be 1..1000");
+  }
+  const auto& l = c.limits;
+  if (l.max_connections < 1 || l.heavy_read_threads < 0 || l.heavy_read_threads > 256 ||
+      l.heavy_read_queue < 1 || l.heavy_read_timeout.count() < 1) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--max-connections must be >= 1, --heavy-read-threads 0..256, "
+                     "--heavy-read-queue >= 1 and --heavy-read-timeout positive");
   }
   if (h.max_in_flight < 1 || h.max_tls_handshakes < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "probe concurrency limits must be >= 1");

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -122,6 +124,45 @@ struct OutboundConfig {
   std::string sp_client_key_file;
 };
 
+// Bounded per-request cost (SPEC §7).
+struct LimitsConfig {
+  // Open API connections (--max-connections, DCM_MAX_CONNECTIONS); beyond it a new connection is
+  // answered 503. `dcm serve` lowers it to what the open-files limit leaves (SplitDescriptors),
+  // so the process never runs out of descriptors. 10,000: the SPEC's default.
+  size_t max_connections = 10000;
+  // Open API connections from one client address (--max-connections-per-client,
+  // DCM_MAX_CONNECTIONS_PER_CLIENT); 0 = none. 1,000 keeps one client from taking the whole cap;
+  // behind a proxy every caller shares its address: raise it or set 0.
+  size_t max_connections_per_client = 1000;
+  // Heavy reads (as_of, filtered scans, /admin/projections) run on this many pool threads, off
+  // the I/O threads (--heavy-read-threads, DCM_HEAVY_READ_THREADS; 0 = half the cores, at least 1).
+  int heavy_read_threads = 0;
+  // Heavy reads waiting for a thread; beyond it 503 (--heavy-read-queue, DCM_HEAVY_READ_QUEUE).
+  size_t heavy_read_queue = 64;
+  // A heavy read's deadline from its arrival: still queued → 503, still folding → 503
+  // (--heavy-read-timeout, DCM_HEAVY_READ_TIMEOUT). 10 s: an as_of over a day of probes of one
+  // provider takes ~0.1 s, of 10k providers' registrations ~1 s (BENCHMARKS.md).
+  std::chrono::milliseconds heavy_read_timeout{10000};
+};
+
+// How `dcm serve` shares its descriptors (SPEC §7: no EMFILE, ever). `reserve` is for RocksDB's
+// table files, Kafka's sockets, logs and outbound SP/Policy Manager/issuer calls; the prober
+// keeps up to `probe_idle` connections and opens at most `probe_in_flight` more; the API gets
+// the rest, less the server's refusal slots.
+struct DescriptorBudget {
+  uint64_t nofile = 0;
+  uint64_t reserve = 0;
+  uint64_t probe_idle = 0;       // ProbeClientOptions::max_idle_connections
+  uint64_t probe_in_flight = 0;  // --health-check-max-in-flight (0 without probing)
+  uint64_t api = 0;              // the most API connections this process can hold
+};
+inline constexpr uint64_t kMinApiConnections = 64;
+// reserve = min(1024, nofile / 4); probe_idle = (nofile - reserve) / 2 when probing; api =
+// nofile - reserve - probe_idle - probe_in_flight - refusal_slots, at least kMinApiConnections.
+// nofile = 20,000 with 4,096 probes in flight and 256 refusal slots: api = 5,136.
+DescriptorBudget SplitDescriptors(uint64_t nofile, bool probing, uint64_t probe_in_flight,
+                                  uint64_t refusal_slots);
+
 struct Config {
   // HOST:PORT for the HTTP API (env BIND_ADDRESS). Loopback by default: exposing the API is a
   // deliberate act.
@@ -172,6 +213,7 @@ struct Config {
   AuthConfig auth;
   ApiTlsConfig tls;
   OutboundConfig outbound;
+  LimitsConfig limits;
 
   // Whether callers must authenticate (SPEC §6): any auth setting turns it on, also in --dev.
   bool AuthConfigured() const {

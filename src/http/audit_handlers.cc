@@ -73,7 +73,7 @@ void ListProvidersAsOf(const HttpRequest& request, const ApiContext& ctx, Respon
   const auto as_of = ParseAsOf(request);
   if (!as_of) return respond(ProblemFromError(as_of.error()));
   const auto started = ctx.clock->Now();
-  auto past = PastState::OfProviders(*ctx.audit, ctx.topics, {}, *as_of);
+  auto past = PastState::OfProviders(*ctx.audit, ctx.topics, {}, *as_of, ctx.deadline);
   if (!past) return respond(ProblemFromError(past.error()));
   LogIfSlow(ctx, "providers", "*", **past, started);
   WithPast(ctx, **past, [&](const ApiContext& then) { ListProviders(request, then, respond); });
@@ -85,7 +85,7 @@ void GetProviderAsOf(const HttpRequest& request, const std::string& id, const Ap
   const auto as_of = ParseAsOf(request);
   if (!as_of) return respond(ProblemFromError(as_of.error()));
   const auto started = ctx.clock->Now();
-  auto past = PastState::OfProviders(*ctx.audit, ctx.topics, {id}, *as_of);
+  auto past = PastState::OfProviders(*ctx.audit, ctx.topics, {id}, *as_of, ctx.deadline);
   if (!past) return respond(ProblemFromError(past.error()));
   LogIfSlow(ctx, "provider", id, **past, started);
   auto provider = (*past)->registry().Get(id);
@@ -103,7 +103,7 @@ void GetCatalogItemInstanceAsOf(const HttpRequest& request, const std::string& i
   const auto as_of = ParseAsOf(request);
   if (!as_of) return respond(ProblemFromError(as_of.error()));
   const auto started = ctx.clock->Now();
-  auto past = PastState::OfCatalogItemInstance(*ctx.audit, ctx.topics, id, *as_of);
+  auto past = PastState::OfCatalogItemInstance(*ctx.audit, ctx.topics, id, *as_of, ctx.deadline);
   if (!past) return respond(ProblemFromError(past.error()));
   LogIfSlow(ctx, "catalog_item_instance", id, **past, started);
   auto cii = (*past)->instances().GetCatalogItemInstance(id);

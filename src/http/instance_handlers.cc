@@ -76,22 +76,30 @@ std::string OptionalString(simdjson::dom::object object, std::initializer_list<c
   return "";
 }
 
-// `spec`: a required JSON object; with `service_types`, its string `service_type` must be one
-// of them. Sets the minified spec and the service type.
-void ReadSpec(simdjson::dom::object body, const std::vector<std::string>* service_types,
-              std::string* spec, std::string* service_type, std::vector<FieldError>* errors) {
+// `spec`: a required JSON object of at most kMaxInstanceSpecBytes (minified: what the request
+// event carries); with `service_types`, its string `service_type` must be one of them. Sets the
+// minified spec and the service type. False (the 413 ready in *too_large) for a larger spec.
+bool ReadSpec(simdjson::dom::object body, const std::vector<std::string>* service_types,
+              std::string* spec, std::string* service_type, std::vector<FieldError>* errors,
+              HttpResponse* too_large) {
   auto value = Member(body, "spec");
   if (!value || value->is_null()) {
     errors->push_back({"spec", "is required"});
-    return;
+    return true;
   }
   simdjson::dom::object object;
   if (value->get(object)) {
     errors->push_back({"spec", "must be a JSON object"});
-    return;
+    return true;
   }
   *spec = Minify(*value);
-  if (!service_types) return;
+  if (spec->size() > kMaxInstanceSpecBytes) {
+    const std::string why = "must be at most " + std::to_string(kMaxInstanceSpecBytes) +
+                            " bytes of JSON (got " + std::to_string(spec->size()) + ")";
+    *too_large = Problem(413, "spec " + why, {{"spec", why}});
+    return false;
+  }
+  if (!service_types) return true;
   simdjson::dom::element type;
   std::string_view text;
   if (object.at_key("service_type").get(type) || type.is_null()) {
@@ -106,6 +114,7 @@ void ReadSpec(simdjson::dom::object body, const std::vector<std::string>* servic
   } else {
     *service_type = std::string(text);
   }
+  return true;
 }
 
 HttpResponse Created(const std::string& collection, const std::string& id, std::string body) {
@@ -257,8 +266,10 @@ void CreateCatalogItemInstance(const HttpRequest& request, const ApiContext& ctx
     errors.push_back(
         {"display_name", "must be at most " + std::to_string(kMaxDisplayNameLength) + " bytes"});
   }
-  ReadSpec(*body, ctx.provider_rules ? &ctx.provider_rules->service_types : nullptr, &r.spec,
-           &r.service_type, &errors);
+  if (!ReadSpec(*body, ctx.provider_rules ? &ctx.provider_rules->service_types : nullptr, &r.spec,
+                &r.service_type, &errors, &error)) {
+    return respond(std::move(error));
+  }
   if (!errors.empty()) return respond(Invalid(std::move(errors)));
   r.catalog_item_instance_id = *id;
   r.resource_id = NewUuidV4();
@@ -341,8 +352,10 @@ void CreateResource(const HttpRequest& request, const ApiContext& ctx, Respond r
   if (!body) return respond(std::move(error));
   InstanceEvent r = NewOperation(request, Operation::kCreateResource, *id);
   std::vector<FieldError> errors;
-  ReadSpec(*body, ctx.provider_rules ? &ctx.provider_rules->service_types : nullptr, &r.spec,
-           &r.service_type, &errors);
+  if (!ReadSpec(*body, ctx.provider_rules ? &ctx.provider_rules->service_types : nullptr, &r.spec,
+                &r.service_type, &errors, &error)) {
+    return respond(std::move(error));
+  }
   r.catalog_item_instance_id =
       OptionalString(*body, {"catalog_item_instance_id", "catalogItemInstanceId"}, &errors);
   if (!r.catalog_item_instance_id.empty()) {
@@ -439,7 +452,9 @@ void CreateServiceTypeInstance(const HttpRequest& request, const ApiContext& ctx
   std::vector<FieldError> errors;
   r.provider_name = OptionalString(*body, {"provider_name", "providerName"}, &errors);
   if (r.provider_name.empty() && errors.empty()) errors.push_back({"provider_name", "is required"});
-  ReadSpec(*body, nullptr, &r.spec, &r.service_type, &errors);
+  if (!ReadSpec(*body, nullptr, &r.spec, &r.service_type, &errors, &error)) {
+    return respond(std::move(error));
+  }
   if (!errors.empty()) return respond(Invalid(std::move(errors)));
   r.instance_id = *id;
   if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));

@@ -6,6 +6,7 @@
 // answers 404.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "projections/instance_projection.h"
@@ -14,6 +15,11 @@
 #include "src/http/provider_handlers.h"
 
 namespace dcm::http {
+
+// The largest instance `spec` a write may carry (SPEC §7), as minified JSON: a larger one answers
+// 413 and nothing is written. Applies to every request with a spec (catalog item instances,
+// resources, service-type instances).
+inline constexpr size_t kMaxInstanceSpecBytes = 256 * 1024;
 
 void CreateCatalogItemInstance(const HttpRequest& request, const ApiContext& ctx, Respond respond);
 void ListCatalogItemInstances(const HttpRequest& request, const ApiContext& ctx, Respond respond);

@@ -24,6 +24,26 @@ HttpResponse Readyz(const OpsContext& ctx) {
   return Json(all_ready ? 200 : 503, w.Take());
 }
 
+HttpResponse ApiHealth(const OpsContext& ctx) {
+  JsonWriter w;
+  bool healthy = true;
+  w.BeginObject();
+  w.Key("checks");
+  w.BeginObject();
+  for (const auto* list : {&ctx.dependencies, &ctx.checks}) {
+    for (const auto& check : *list) {
+      const bool ok = check.ready();
+      healthy &= ok;
+      w.Field(check.name, ok ? "ok" : "unavailable");
+    }
+  }
+  w.EndObject();
+  w.Field("path", "/api/v1alpha1/health");
+  w.Field("status", healthy ? "ok" : "unhealthy");
+  w.EndObject();
+  return Json(healthy ? 200 : 503, w.Take());
+}
+
 HttpResponse MetricsText(const OpsContext& ctx) {
   return HttpResponse{
       200, "text/plain; version=0.0.4; charset=utf-8", ctx.metrics->RenderPrometheus(), {}};

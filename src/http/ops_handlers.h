@@ -1,4 +1,5 @@
-// Operations endpoints (SPEC §3.5): /healthz, /readyz, /metrics, /admin/info.
+// Operations endpoints (SPEC §3.5): /healthz, /readyz, /metrics, /admin/info, and DCM's
+// GET /api/v1alpha1/health (SPEC §7).
 #pragma once
 
 #include <functional>
@@ -29,6 +30,8 @@ struct AdminInfo {
 struct OpsContext {
   Metrics* metrics = nullptr;
   std::vector<ReadinessCheck> checks;
+  // Checks only GET /api/v1alpha1/health asks, before `checks` (e.g. "store": a read succeeds).
+  std::vector<ReadinessCheck> dependencies;
   AdminInfo info;
   // Live facts for /admin/info (e.g. whether this instance owns the registrar partition).
   std::function<void(JsonWriter&)> live_info;
@@ -38,6 +41,11 @@ struct OpsContext {
 
 HttpResponse Healthz();
 HttpResponse Readyz(const OpsContext& ctx);
+// GET /api/v1alpha1/health, shaped as DCM's control plane answers it: 200
+// {"status":"ok","path":"/api/v1alpha1/health","checks":{"store":"ok","projection:registry":"ok",
+// ...}}, or 503 with "status":"unhealthy" and the failing checks "unavailable". The checks are
+// `dependencies` then `checks` (every component's readiness).
+HttpResponse ApiHealth(const OpsContext& ctx);
 HttpResponse MetricsText(const OpsContext& ctx);
 HttpResponse Info(const OpsContext& ctx);
 // Each projection's state digest (SPEC §5.4: a rebuild must be byte-identical) and progress.

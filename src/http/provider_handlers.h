@@ -23,6 +23,7 @@
 namespace dcm::http {
 
 class ConsistentReads;
+class HeavyReads;  // heavy_reads.h
 
 // Base path of the API, and the alias the seeds use (SPEC §3).
 inline constexpr char kApiBase[] = "/api/v1alpha1";
@@ -49,6 +50,10 @@ struct ApiContext {
   // Consistent reads and DCM-Position (SPEC §7, consistent_reads.h), applied by the router to
   // every API call; null: reads are served as they come, without the header.
   const ConsistentReads* consistency = nullptr;
+  // Heavy reads (SPEC §7: as_of, filtered scans, /admin/projections) run on this pool, off the
+  // I/O threads (router.cc); null: inline (tests). A heavy read's handler sees its deadline here.
+  HeavyReads* heavy_reads = nullptr;
+  Deadline deadline = {};
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

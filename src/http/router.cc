@@ -12,6 +12,7 @@
 #include "src/http/audit_handlers.h"
 #include "src/http/consistent_reads.h"
 #include "src/http/handler_util.h"
+#include "src/http/heavy_reads.h"
 #include "src/http/instance_handlers.h"
 #include "src/http/problem.h"
 
@@ -25,6 +26,8 @@ struct Contexts {
 };
 
 using RouteFn = void (*)(const Contexts&, const HttpRequest&, const std::string& id, Respond);
+// Whether a request is a heavy read (SPEC §7): it then runs on the HeavyReads pool.
+using HeavyFn = bool (*)(const HttpRequest&);
 
 struct Route {
   std::string_view method;
@@ -33,9 +36,21 @@ struct Route {
   bool instances;            // needs the instance view (without it the path is unknown: 404)
   Access access;
   RouteFn fn;
+  HeavyFn heavy = nullptr;  // null: never heavy
 };
 
 bool AsOf(const HttpRequest& r) { return r.Query("as_of") != nullptr; }
+
+// Heavy reads: O(history) folds (as_of), scans that filter (they may read every record to fill
+// a page), the audit index, and every projection's digest.
+bool Always(const HttpRequest&) { return true; }
+bool AsOfOrFiltered(const HttpRequest& r) {
+  return AsOf(r) || r.Query("type") != nullptr || r.Query("health_status") != nullptr;
+}
+bool InstancesFiltered(const HttpRequest& r) {
+  return r.Query("provider") != nullptr || r.Query("service_type") != nullptr;
+}
+bool StatusFiltered(const HttpRequest& r) { return r.Query("status") != nullptr; }
 
 // The route table: SPEC §3 paths, and who may call them (SPEC §6). A pattern with a suffix after
 // {id} (":changeId", "/history") comes before the plain "{id}" pattern of the same collection: the
@@ -58,6 +73,11 @@ constexpr Route kRoutes[] = {
     {"GET", "/admin/projections", false, false, Access::kAdmin,
      [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
        r(Projections(c.ops));
+     }, Always},
+    // DCM's control-plane health (SPEC §7): open, as /healthz and /readyz are (and as DCM's is).
+    {"GET", "/health", true, false, Access::kOpen,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       r(ApiHealth(c.ops));
      }},
     // Providers (SPEC §3.1) and their history and past states (SPEC §3.4).
     {"GET", "/service-types", true, false, Access::kRead,
@@ -67,11 +87,11 @@ constexpr Route kRoutes[] = {
     {"GET", "/events", true, false, Access::kRead,
      [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
        ListEvents(q, c.api, std::move(r));
-     }},
+     }, Always},
     {"GET", "/providers", true, false, Access::kRead,
      [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
        AsOf(q) ? ListProvidersAsOf(q, c.api, std::move(r)) : ListProviders(q, c.api, std::move(r));
-     }},
+     }, AsOfOrFiltered},
     {"POST", "/providers", true, false, Access::kRegister,
      [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
        RegisterProvider(q, c.api, std::move(r));
@@ -79,7 +99,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/providers/{id}/history", true, false, Access::kRead,
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        EntityHistory(q, "provider", id, c.api, std::move(r));
-     }},
+     }, Always},
     {"POST", "/providers/{id}:changeId", true, false, Access::kOwnProvider,
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        ChangeProviderId(q, id, c.api, std::move(r));
@@ -88,7 +108,7 @@ constexpr Route kRoutes[] = {
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        AsOf(q) ? GetProviderAsOf(q, id, c.api, std::move(r))
                : GetProvider(q, id, c.api, std::move(r));
-     }},
+     }, AsOf},
     {"PUT", "/providers/{id}", true, false, Access::kOwnProvider,
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        UpdateProvider(q, id, c.api, std::move(r));
@@ -101,7 +121,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/catalog-item-instances/{id}/history", true, false, Access::kRead,
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        EntityHistory(q, "catalog item instance", id, c.api, std::move(r));
-     }},
+     }, Always},
     {"GET", "/catalog-item-instances", true, true, Access::kRead,
      [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
        ListCatalogItemInstances(q, c.api, std::move(r));
@@ -118,7 +138,7 @@ constexpr Route kRoutes[] = {
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        AsOf(q) ? GetCatalogItemInstanceAsOf(q, id, c.api, std::move(r))
                : GetCatalogItemInstance(q, id, c.api, std::move(r));
-     }},
+     }, AsOf},
     {"DELETE", "/catalog-item-instances/{id}", true, true, Access::kInstances,
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        DeleteCatalogItemInstance(q, id, c.api, std::move(r));
@@ -146,7 +166,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/service-type-instances", true, true, Access::kRead,
      [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
        ListServiceTypeInstances(q, c.api, std::move(r));
-     }},
+     }, InstancesFiltered},
     {"POST", "/service-type-instances", true, true, Access::kAdmin,
      [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
        CreateServiceTypeInstance(q, c.api, std::move(r));
@@ -162,7 +182,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/cleanup-queue", true, true, Access::kRead,
      [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
        ListCleanupQueue(q, c.api, std::move(r));
-     }},
+     }, StatusFiltered},
     {"POST", "/cleanup-queue/{id}:retry", true, true, Access::kAdmin,
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        RetryCleanup(q, id, c.api, std::move(r));
@@ -280,13 +300,38 @@ class Router {
   // Runs the route's handler; API calls through the consistent-reads edge (SPEC §7).
   void Serve(const Route& route, HttpRequest req, std::string id, Respond respond) const {
     const ConsistentReads* consistency = c_.api.consistency;
-    if (!consistency || !route.api) return route.fn(c_, req, id, std::move(respond));
-    if (route.method != "GET") return route.fn(c_, req, id, consistency->Write(std::move(respond)));
+    if (!consistency || !route.api) {
+      return Run(route, std::move(req), std::move(id), std::move(respond));
+    }
+    if (route.method != "GET") {
+      return Run(route, std::move(req), std::move(id), consistency->Write(std::move(respond)));
+    }
     consistency->Read(ReadServedByRoute(route.pattern, AsOf(req)), std::move(req),
                       std::move(respond),
                       [this, &route, id = std::move(id)](const HttpRequest& q, Respond r) {
-                        route.fn(c_, q, id, std::move(r));
+                        Run(route, q, id, std::move(r));
                       });
+  }
+
+  // The handler itself: inline, or on the heavy-read pool for a heavy read (SPEC §7).
+  void Run(const Route& route, HttpRequest req, std::string id, Respond respond) const {
+    if (route.heavy != nullptr && c_.api.heavy_reads != nullptr && route.heavy(req)) {
+      return RunHeavy(route, std::move(req), std::move(id), std::move(respond));
+    }
+    route.fn(c_, req, id, std::move(respond));
+  }
+
+  // Runs `route` on the heavy-read pool with the contexts (copied: the task may outlive this
+  // call) carrying the read's deadline; the pool answers 503 itself when it is full.
+  void RunHeavy(const Route& route, HttpRequest req, std::string id, Respond respond) const {
+    HeavyReads* pool = c_.api.heavy_reads;
+    pool->Submit(
+        [c = c_, fn = route.fn, req = std::move(req), id = std::move(id),
+         respond](Deadline deadline) mutable {
+          c.api.deadline = deadline;
+          fn(c, req, id, std::move(respond));
+        },
+        respond);
   }
 
   // Whether this router serves `r` at all (instance routes need the instance view).

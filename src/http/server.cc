@@ -111,7 +111,7 @@ Status ValidateOptions(const ServerOptions& options) {
   return OkStatus();
 }
 
-// The request and TLS metrics of server.h, registered once.
+// The request, TLS and connection metrics of server.h, registered once; the refusal answers.
 void RegisterMetrics(Core* core, bool tls) {
   if (Metrics* m = core->options.metrics; m != nullptr) {
     core->duration =
@@ -126,6 +126,19 @@ void RegisterMetrics(Core* core, bool tls) {
       core->cert_not_after = &m->GetGauge("dcm_http_tls_cert_not_after_seconds",
                                           "When the serving TLS certificate expires, Unix seconds");
     }
+    core->open_gauge =
+        &m->GetGauge("dcm_http_connections_open", "HTTP connections open (admitted under the cap)");
+    const char* help = "HTTP connections refused at once with a 503, by the cap they hit";
+    core->refused[static_cast<size_t>(Refusal::kTotal)] =
+        &m->GetCounter("dcm_http_connections_refused_total", help, "reason=\"total\"");
+    core->refused[static_cast<size_t>(Refusal::kClient)] =
+        &m->GetCounter("dcm_http_connections_refused_total", help, "reason=\"client\"");
+    core->accept_errors =
+        &m->GetCounter("dcm_http_accept_errors_total",
+                       "accept() failures (EMFILE/ENFILE: out of descriptors); each pauses 50 ms");
+  }
+  for (Refusal why : {Refusal::kTotal, Refusal::kClient}) {
+    core->refusal_bytes[static_cast<size_t>(why)] = RefusalResponse(core->options, why);
   }
 }
 

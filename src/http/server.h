@@ -45,6 +45,10 @@
 
 namespace dcm::http {
 
+// Descriptors a server may hold beyond max_connections: connections being refused with a 503
+// (each for at most 500 ms; beyond these a refused connection is closed without a word).
+inline constexpr size_t kRefusalSlots = 256;
+
 struct ServerOptions {
   // Worker threads, each with its own io_context (one per core measured 40–80% faster than a
   // shared pool). 1 is enough for tests and sp-sim.
@@ -62,9 +66,20 @@ struct ServerOptions {
   // How long the connection waits for the handler's respond; then 503. Above DCM's longest
   // synchronous wait (read-your-writes on a Kafka round trip) with margin.
   std::chrono::milliseconds handler_timeout{30000};
+  // Open connections over all listeners (SPEC §7). A connection accepted beyond it is answered
+  // 503 (problem+json, `Retry-After: 1`, `Connection: close`) at once, without reading its
+  // request, and closed; over TLS it is closed without an answer (a handshake would spend the CPU
+  // the cap protects). 0 = no cap (sp-sim: DCM's prober keeps a connection per provider).
+  size_t max_connections = 0;
+  // Open connections from one client IP address (an IPv4-mapped IPv6 address counts as its IPv4
+  // address); beyond it the same 503. 0 = no cap.
+  size_t max_connections_per_client = 0;
   // When set: counter dcm_http_requests_total{code} and histogram
-  // dcm_http_request_duration_seconds (with TLS also the TLS metrics listed at Create). Must
-  // outlive the server.
+  // dcm_http_request_duration_seconds (with TLS also the TLS metrics listed at Create); gauge
+  // dcm_http_connections_open, counter dcm_http_connections_refused_total{reason} (`total`: at
+  // max_connections, `client`: at max_connections_per_client), counter
+  // dcm_http_accept_errors_total (accept failed: out of descriptors, EMFILE/ENFILE, or another
+  // error; the acceptor pauses 50 ms and goes on). Must outlive the server.
   Metrics* metrics = nullptr;
   // The `Server` response header.
   std::string server_name = "dcm";

@@ -380,8 +380,10 @@ asio::awaitable<void> ServeConnection(Conn<Stream>* c, const Handler* handler) {
   }
 }
 
+// `admission` (a parameter: it lives in the frame) holds the connection's place under the caps.
 asio::awaitable<void> Session(Core* core, Worker* w, tcp::socket socket, uint16_t port,
-                              std::shared_ptr<const Handler> handler) {
+                              std::shared_ptr<const Handler> handler,
+                              [[maybe_unused]] Admission admission) {
   Conn<PlainStream> conn(core, w, port, std::move(socket));
   try {
     co_await ServeConnection(&conn, handler.get());
@@ -412,7 +414,8 @@ asio::awaitable<bool> Handshake(Conn<TlsStream>* c, const TlsContext& tls) {
 // connection was accepted with across ReloadTls.
 asio::awaitable<void> TlsSession(Core* core, Worker* w, tcp::socket socket, uint16_t port,
                                  std::shared_ptr<const Handler> handler,
-                                 std::shared_ptr<TlsContext> tls) {
+                                 std::shared_ptr<TlsContext> tls,
+                                 [[maybe_unused]] Admission admission) {
   try {
     Conn<TlsStream> conn(core, w, port, std::move(socket), tls->ctx);
     if (co_await Handshake(&conn, *tls)) co_await ServeConnection(&conn, handler.get());
@@ -422,28 +425,113 @@ asio::awaitable<void> TlsSession(Core* core, Worker* w, tcp::socket socket, uint
   }
 }
 
+// Holds one of the kMaxRefusing slots (Core::TakeRefusalSlot) for the refusal's lifetime.
+struct RefusalSlot {
+  explicit RefusalSlot(Core* c) : core(c) {}
+  RefusalSlot(RefusalSlot&& other) noexcept : core(std::exchange(other.core, nullptr)) {}
+  RefusalSlot(const RefusalSlot&) = delete;
+  ~RefusalSlot() {
+    if (core != nullptr) core->refusing.fetch_sub(1);
+  }
+  Core* core;
+};
+
+// Writes the 503 of `why` without reading the request, then drains like DrainAndClose (at most
+// kDrainTimeout) so the client reads the 503 rather than a reset.
+asio::awaitable<void> Refuse(Core* core, tcp::socket socket, Refusal why,
+                             [[maybe_unused]] RefusalSlot slot) {
+  beast::tcp_stream stream(std::move(socket));
+  stream.expires_after(kDrainTimeout);
+  const std::string& bytes = core->refusal_bytes[static_cast<size_t>(why)];
+  auto [ec, n] = co_await asio::async_write(stream, asio::buffer(bytes), kTuple);
+  if (!ec) {
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    std::array<char, 4096> scratch;
+    for (size_t total = 0; total < kMaxDrainBytes;) {
+      auto [rec, got] = co_await stream.async_read_some(asio::buffer(scratch), kTuple);
+      if (rec) break;
+      total += got;
+    }
+  }
+  stream.close();
+}
+
+// Admits the accepted `socket` under the caps (true), or refuses it: counted, logged at most
+// once a second, answered 503 when a refusal slot is free (plain HTTP only), closed.
+bool AdmitOrRefuse(Core* core, Worker* w, tcp::socket& socket, Admission* admission) {
+  beast::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  if (ec) {  // already gone (reset while in the backlog)
+    socket.close(ec);
+    return false;
+  }
+  const Refusal why = core->Admit(peer.address(), admission);
+  if (why == Refusal::kNone) return true;
+  if (Counter* c = core->refused[static_cast<size_t>(why)]) c->Inc();
+  if (core->refusal_log.Allow()) {
+    core->logger->warn(
+        "msg=\"connection refused: at the cap\" cap={} open={} max_connections={} "
+        "max_connections_per_client={} client={}",
+        why == Refusal::kTotal ? "total" : "client", core->open_connections.load(),
+        core->options.max_connections, core->options.max_connections_per_client,
+        peer.address().to_string());
+  }
+  if (!core->tls_enabled && core->TakeRefusalSlot()) {
+    asio::co_spawn(*w->ctx, Refuse(core, std::move(socket), why, RefusalSlot(core)),
+                   asio::detached);
+  } else {
+    socket.close(ec);
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string RefusalResponse(const ServerOptions& options, Refusal why) {
+  const std::string detail =
+      why == Refusal::kClient
+          ? "too many connections from your address: at most " +
+                std::to_string(options.max_connections_per_client) + " per client address"
+          : "too many connections: this server holds at most " +
+                std::to_string(options.max_connections) + " open connections";
+  const HttpResponse problem = Problem(503, detail);
+  return "HTTP/1.1 503 Service Unavailable\r\nServer: " + options.server_name +
+         "\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n"
+         "Connection: close\r\nContent-Length: " +
+         std::to_string(problem.body.size()) + "\r\n\r\n" + problem.body;
+}
 
 asio::awaitable<void> AcceptLoop(Core* core, Worker* w, std::shared_ptr<tcp::acceptor> acceptor,
                                  uint16_t port, std::shared_ptr<const Handler> handler) {
   asio::steady_timer pause(*w->ctx);
+  LogThrottle accept_log;
   for (;;) {
     auto [ec, socket] = co_await acceptor->async_accept(kTuple);
     if (ec) {
       if (!acceptor->is_open() || ec == asio::error::operation_aborted) co_return;
-      // Out of descriptors or similar: back off instead of spinning on the error.
-      core->logger->warn("msg=\"accept failed\" port={} error=\"{}\"", port, ec.message());
+      // Out of descriptors (EMFILE/ENFILE) or similar: the connection stays in the backlog; back
+      // off instead of spinning on the error, and try again (it is served once descriptors free).
+      if (core->accept_errors != nullptr) core->accept_errors->Inc();
+      if (accept_log.Allow()) {
+        core->logger->warn("msg=\"accept failed; retrying in 50 ms\" port={} error=\"{}\"", port,
+                           ec.message());
+      }
       pause.expires_after(std::chrono::milliseconds(50));
       co_await pause.async_wait(kTuple);
       continue;
     }
+    Admission admission;
+    if (!AdmitOrRefuse(core, w, socket, &admission)) continue;
     socket.set_option(tcp::no_delay(true), ec);
     if (core->tls_enabled) {
       asio::co_spawn(*w->ctx,
-                     TlsSession(core, w, std::move(socket), port, handler, core->CurrentTls()),
+                     TlsSession(core, w, std::move(socket), port, handler, core->CurrentTls(),
+                                std::move(admission)),
                      asio::detached);
     } else {
-      asio::co_spawn(*w->ctx, Session(core, w, std::move(socket), port, handler), asio::detached);
+      asio::co_spawn(*w->ctx,
+                     Session(core, w, std::move(socket), port, handler, std::move(admission)),
+                     asio::detached);
     }
   }
 }

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -27,6 +28,7 @@
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "src/common/log.h"
@@ -53,6 +55,11 @@ constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::chrono::milliseconds kDrainTimeout{500};
 constexpr size_t kMaxDrainBytes = 64u << 20;
 constexpr size_t kFirstReadBytes = 4096;
+
+// Connections being refused at once (a 503 written, then a drain of at most kDrainTimeout so the
+// client reads it instead of a reset). Beyond it a refused connection is closed without a word:
+// refusals never hold more than this many descriptors.
+constexpr size_t kMaxRefusing = kRefusalSlots;
 
 // Set on worker threads to the server they belong to (CloseListener must not wait on itself).
 inline thread_local const void* tls_current_server = nullptr;
@@ -120,6 +127,43 @@ inline Respond MakeRespond(std::shared_ptr<RespondState> st) {
   };
 }
 
+// At most one log line a second from any number of threads (races only blur the second).
+class LogThrottle {
+ public:
+  bool Allow() {
+    const int64_t second =
+        std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count();
+    int64_t last = last_.load(std::memory_order_relaxed);
+    return last != second && last_.compare_exchange_strong(last, second);
+  }
+
+ private:
+  std::atomic<int64_t> last_{-1};
+};
+
+struct Core;
+
+// Why an accepted connection is refused (ServerOptions::max_connections and
+// max_connections_per_client), or kNone when it is admitted.
+enum class Refusal { kNone, kTotal, kClient };
+
+// An admitted connection's place under the caps: it counts from Core::Admit until destroyed
+// (moved into the connection's coroutine frame, so it ends with the connection).
+class Admission {
+ public:
+  Admission() = default;
+  Admission(Admission&& other) noexcept
+      : core_(std::exchange(other.core_, nullptr)), client_(std::move(other.client_)) {}
+  Admission& operator=(Admission&&) = delete;
+  Admission(const Admission&) = delete;
+  ~Admission();
+
+ private:
+  friend struct Core;
+  Core* core_ = nullptr;
+  std::optional<asio::ip::address> client_;  // counted per client
+};
+
 // Everything the workers share; HttpServer::Impl derives from it (the coroutines below are
 // free functions and cannot name the private HttpServer::Impl).
 struct Core {
@@ -139,6 +183,60 @@ struct Core {
   std::shared_ptr<TlsContext> tls;  // under tls_mu
   std::array<Counter*, kHandshakeFailureNames.size()> handshake_failures{};
   Gauge* cert_not_after = nullptr;
+
+  // Connection caps (SPEC §7): every admitted connection, and refusals in progress.
+  std::atomic<size_t> open_connections{0};
+  std::atomic<size_t> refusing{0};
+  std::mutex clients_mu;
+  std::unordered_map<asio::ip::address, size_t> per_client;  // under clients_mu
+  std::array<std::string, 3> refusal_bytes;  // the raw 503 per Refusal, built at Create
+  Gauge* open_gauge = nullptr;
+  std::array<Counter*, 3> refused{};
+  Counter* accept_errors = nullptr;
+  LogThrottle refusal_log;
+
+  // Counts a connection from `peer` under the caps: kNone and `*out` holds its place, or why it
+  // is refused (nothing counted). Any thread.
+  Refusal Admit(asio::ip::address peer, Admission* out) {
+    const size_t cap = options.max_connections;
+    if (open_connections.fetch_add(1) >= cap && cap > 0) {
+      open_connections.fetch_sub(1);
+      return Refusal::kTotal;
+    }
+    if (options.max_connections_per_client > 0) {
+      if (peer.is_v6() && peer.to_v6().is_v4_mapped()) {
+        peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+      }
+      std::lock_guard lock(clients_mu);
+      size_t& n = per_client[peer];
+      if (n >= options.max_connections_per_client) {
+        open_connections.fetch_sub(1);
+        return Refusal::kClient;
+      }
+      ++n;
+      out->client_ = peer;
+    }
+    out->core_ = this;
+    if (open_gauge != nullptr) open_gauge->Add(1);
+    return Refusal::kNone;
+  }
+
+  void Release(Admission& a) {
+    if (a.client_) {
+      std::lock_guard lock(clients_mu);
+      auto it = per_client.find(*a.client_);
+      if (it != per_client.end() && --it->second == 0) per_client.erase(it);
+    }
+    open_connections.fetch_sub(1);
+    if (open_gauge != nullptr) open_gauge->Add(-1);
+  }
+
+  // A slot to write a refusal in, or false when kMaxRefusing are in progress.
+  bool TakeRefusalSlot() {
+    if (refusing.fetch_add(1) < kMaxRefusing) return true;
+    refusing.fetch_sub(1);
+    return false;
+  }
 
   std::shared_ptr<TlsContext> CurrentTls() {
     std::lock_guard lock(tls_mu);
@@ -191,6 +289,10 @@ struct Core {
   }
 };
 
+inline Admission::~Admission() {
+  if (core_ != nullptr) core_->Release(*this);
+}
+
 // A connection, living in its coroutine's frame. Registered with its worker so CloseListener
 // and Stop can close it (the only virtual call: never on the request path).
 struct ConnBase {
@@ -232,6 +334,9 @@ struct Conn final : ConnBase {
 
   Stream stream;
 };
+
+// The raw HTTP/1.1 503 a connection refused for `why` gets (problem+json naming the cap).
+std::string RefusalResponse(const ServerOptions& options, Refusal why);
 
 // Serves the connections `acceptor` accepts on worker `w`, until the acceptor closes.
 asio::awaitable<void> AcceptLoop(Core* core, Worker* w, std::shared_ptr<tcp::acceptor> acceptor,

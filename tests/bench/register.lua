@@ -1,6 +1,8 @@
 -- wrk script: POST /api/v1alpha1/providers with a unique name per request (registration load).
 -- Usage: wrk -t2 -c64 -d10s --latency -s tests/bench/register.lua http://127.0.0.1:8080
 -- With $DCM_TOKEN set, every request carries it as a bearer token (scripts/bench-auth.sh).
+-- With $MAX_PER_THREAD set, each thread stops after that many answers (scripts/bench-heavy-reads.sh
+-- loads an exact number of providers so).
 local counter = 0
 local thread_id = 0
 local threads = {}
@@ -26,8 +28,13 @@ function request()
   return wrk.format("POST", "/api/v1alpha1/providers", headers, body)
 end
 
+local max_per_thread = tonumber(os.getenv("MAX_PER_THREAD") or "")
+local answered = 0
+
 function response(status, headers, body)
   if status ~= 201 then
     errors = (errors or 0) + 1
   end
+  answered = answered + 1
+  if max_per_thread and answered >= max_per_thread then wrk.thread:stop() end
 end

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -165,4 +166,43 @@ TEST(TopicsTest, NamesFollowThePrefix) {
 }
 
 }  // namespace
+TEST(ValidateConfigTest, RejectsLimitsOutOfRange) {
+  for (auto change : std::vector<std::function<void(LimitsConfig&)>>{
+           [](LimitsConfig& l) { l.max_connections = 0; },
+           [](LimitsConfig& l) { l.heavy_read_threads = -1; },
+           [](LimitsConfig& l) { l.heavy_read_threads = 257; },
+           [](LimitsConfig& l) { l.heavy_read_queue = 0; },
+           [](LimitsConfig& l) { l.heavy_read_timeout = std::chrono::milliseconds(0); }}) {
+    Config c = DevConfig();
+    change(c.limits);
+    EXPECT_FALSE(ValidateConfig(c));
+  }
+  Config c = DevConfig();
+  c.limits.max_connections_per_client = 0;  // no per-client cap
+  EXPECT_TRUE(ValidateConfig(c));
+}
+
+TEST(SplitDescriptorsTest, LeavesTheProberAndAReserveTheirShareAndTheApiTheRest) {
+  const DescriptorBudget b = SplitDescriptors(20000, true, 4096, 256);
+  EXPECT_EQ(b.reserve, 1024u);
+  EXPECT_EQ(b.probe_idle, 9488u);  // what ProbeClient derived alone before
+  EXPECT_EQ(b.probe_in_flight, 4096u);
+  EXPECT_EQ(b.api, 20000u - 1024 - 9488 - 4096 - 256);
+  EXPECT_GE(b.api, 5000u) << "--max-connections 5000 fits under a 20,000 limit";
+  EXPECT_EQ(b.reserve + b.probe_idle + b.probe_in_flight + 256 + b.api, b.nofile);
+}
+
+TEST(SplitDescriptorsTest, WithoutProbingTheApiGetsAllButTheReserve) {
+  const DescriptorBudget b = SplitDescriptors(20000, false, 4096, 256);
+  EXPECT_EQ(b.probe_idle, 0u);
+  EXPECT_EQ(b.probe_in_flight, 0u);
+  EXPECT_EQ(b.api, 20000u - 1024 - 256);
+}
+
+TEST(SplitDescriptorsTest, ASmallLimitStillLeavesTheApiAFloor) {
+  const DescriptorBudget b = SplitDescriptors(1024, true, 4096, 256);
+  EXPECT_EQ(b.reserve, 256u);
+  EXPECT_EQ(b.api, kMinApiConnections);
+}
+
 }  // namespace dcm

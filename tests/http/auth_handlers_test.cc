@@ -132,6 +132,7 @@ TEST_F(AuthorizationTest, TheBearerSchemeIsCaseInsensitiveAndOtherSchemesAreNoTo
 TEST_F(AuthorizationTest, HealthAndReadinessNeedNoCredentials) {
   EXPECT_EQ(As("", "GET", "/healthz").status, 200);
   EXPECT_EQ(As("", "GET", "/readyz").status, 200);
+  EXPECT_EQ(As("", "GET", "/api/v1alpha1/health").status, 200);
 }
 
 TEST_F(AuthorizationTest, MetricsNeedACallerUnlessPublic) {

@@ -136,6 +136,7 @@ class HandlersTest : public ::testing::Test {
     ops.metrics = &metrics_;
     ops.checks = {{"projection:registry", [this] { return registry_ready_.load(); }},
                   {"registrar", [this] { return registrar_ready_.load(); }}};
+    ops.dependencies = {{"store", [this] { return store_ok_.load(); }}};
     ops.info.version = "0.1.0-test";
     ops.info.instance_id = "instance-1";
     ops.info.kafka_bootstrap_servers = "broker-1:9092,broker-2:9092";
@@ -221,6 +222,7 @@ class HandlersTest : public ::testing::Test {
   std::unique_ptr<HealthView> health_view_;
   std::unique_ptr<FakeCommandBus> bus_;
   OpsContext ops_;
+  std::atomic<bool> store_ok_{true};
   Handler router_;
 };
 

@@ -520,6 +520,33 @@ TEST_F(HandlersTest, ReadyzReflectsTheChecks) {
   EXPECT_EQ(Call("GET", "/readyz", "", {}).status, 200);
 }
 
+TEST_F(HandlersTest, ApiHealthAnswersOkWithEveryCheckAsDcmDoes) {
+  auto r = Call("GET", "/api/v1alpha1/health", "", {});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"checks":{"store":"ok","projection:registry":"ok","registrar":"ok"},)"
+                    R"("path":"/api/v1alpha1/health","status":"ok"})");
+  EXPECT_EQ(Call("GET", "/api/v1/health", "", {}).status, 200) << "the alias answers too";
+}
+
+TEST_F(HandlersTest, ApiHealthIsUnhealthyWith503WhenAnyCheckFails) {
+  registrar_ready_ = false;
+  store_ok_ = false;
+  auto r = Call("GET", "/api/v1alpha1/health", "", {});
+  ASSERT_EQ(r.status, 503) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("status"), "unhealthy");
+  std::string_view registrar, store, registry;
+  ASSERT_FALSE(body.root["checks"]["registrar"].get(registrar)) << r.body;
+  ASSERT_FALSE(body.root["checks"]["store"].get(store)) << r.body;
+  ASSERT_FALSE(body.root["checks"]["projection:registry"].get(registry)) << r.body;
+  EXPECT_EQ(registrar, "unavailable");
+  EXPECT_EQ(store, "unavailable");
+  EXPECT_EQ(registry, "ok");
+  registrar_ready_ = true;
+  store_ok_ = true;
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/health", "", {}).status, 200);
+}
+
 TEST_F(HandlersTest, MetricsRendersRegisteredCounter) {
   requests_->Inc();
   auto r = Call("GET", "/metrics", "", {});
@@ -637,6 +664,23 @@ TEST_F(AuditHandlersTest, AsOfAnswersTheStateThenOr404OutsideTheProvidersLifetim
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("\"field\":\"as_of\""), std::string::npos) << r.body;
   EXPECT_EQ(Call("GET", "/api/v1alpha1/providers").status, 200);  // live, without as_of
+}
+
+TEST_F(AuditHandlersTest, AnAsOfFoldPastItsDeadlineAnswers503WithRetryAfter) {
+  ApiContext api = Api();
+  api.audit = audit_view_.get();
+  api.deadline = Deadline{&clock_, clock_.Now()};  // already passed
+  router_ = MakeRouter(api, OpsContext{}, AccessContext{});
+  for (const char* target : {"/api/v1alpha1/providers?as_of=2026-01-01T00:00:02Z",
+                             "/api/v1alpha1/providers/p1?as_of=2026-01-01T00:00:02Z"}) {
+    auto r = Call("GET", target);
+    EXPECT_EQ(r.status, 503) << target << " " << r.body;
+    EXPECT_NE(r.body.find("passed its deadline"), std::string::npos) << r.body;
+    ASSERT_NE(FindHeader(r, "Retry-After"), nullptr) << target;
+  }
+  api.deadline = Deadline{&clock_, clock_.Now() + std::chrono::seconds(1)};
+  router_ = MakeRouter(api, OpsContext{}, AccessContext{});
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/providers/p1?as_of=2026-01-01T00:00:02Z").status, 200);
 }
 
 // ---- injected ids ----

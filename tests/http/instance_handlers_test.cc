@@ -3,6 +3,8 @@
 // into the store through the real InstanceProjection and answers with operation_completed (or
 // operation_failed), so every response is rendered from the view (read-your-writes). No
 // sockets, no Kafka, no sleeps.
+#include "src/http/instance_handlers.h"
+
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -499,6 +501,48 @@ TEST_F(InstanceHandlersTest, CreateCatalogItemInstanceWithBadServiceTypeReturns4
     EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"spec.service_type"}) << spec;
   }
   EXPECT_TRUE(bus_->submitted().empty());
+}
+
+// A spec of `bytes` bytes of minified JSON: {"service_type":"vm","blob":"xxx…"}.
+std::string SpecOfSize(size_t bytes) {
+  const std::string head = R"({"service_type":"vm","blob":")";
+  return head + std::string(bytes - head.size() - 2, 'x') + "\"}";
+}
+
+TEST_F(InstanceHandlersTest, SpecOver256KiBAnswers413AndWritesNothing) {
+  const std::string spec = SpecOfSize(300 * 1024);
+  ASSERT_EQ(spec.size(), 300u * 1024);
+  for (const char* target :
+       {"/api/v1alpha1/catalog-item-instances?id=big", "/api/v1alpha1/resources?id=big"}) {
+    auto r = Call("POST", target, R"({"display_name":"Big","spec":)" + spec + "}");
+    ASSERT_EQ(r.status, 413) << target << " " << r.body.substr(0, 200);
+    EXPECT_EQ(r.content_type, "application/problem+json");
+    EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"spec"});
+    EXPECT_NE(Parse(r).Str("detail").find("262144"), std::string::npos) << r.body;
+  }
+  auto sti = Call("POST", "/api/v1alpha1/service-type-instances?id=big",
+                  R"({"provider_name":"sp-b","spec":)" + spec + "}");
+  EXPECT_EQ(sti.status, 413) << sti.body.substr(0, 200);
+  EXPECT_TRUE(bus_->submitted().empty()) << "no operation request is produced";
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/catalog-item-instances/big").status, 404);
+  EXPECT_EQ(Call("GET", "/api/v1alpha1/resources/big").status, 404);
+}
+
+TEST_F(InstanceHandlersTest, SpecOfExactly256KiBIsAccepted) {
+  const std::string spec = SpecOfSize(kMaxInstanceSpecBytes);
+  auto r = Call("POST", "/api/v1alpha1/catalog-item-instances?id=edge", R"({"spec":)" + spec + "}");
+  ASSERT_EQ(r.status, 201) << r.body.substr(0, 200);
+  EXPECT_EQ(LastRequest().spec.size(), kMaxInstanceSpecBytes);
+}
+
+TEST_F(InstanceHandlersTest, SpecSizeIsMeasuredMinified) {
+  // Whitespace the request event would not carry does not count.
+  const std::string spec = SpecOfSize(200 * 1024);
+  const std::string padded =
+      "{ " + spec.substr(1, spec.size() - 2) + std::string(100 * 1024, ' ') + "}";
+  auto r =
+      Call("POST", "/api/v1alpha1/catalog-item-instances?id=padded", R"({"spec":)" + padded + "}");
+  EXPECT_EQ(r.status, 201) << r.body.substr(0, 200);
 }
 
 TEST_F(InstanceHandlersTest, CreateCatalogItemInstanceWithBadIdReturns400) {

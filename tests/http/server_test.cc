@@ -11,6 +11,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -117,6 +118,10 @@ int ConnectLoopback(uint16_t port) {
 class RawConn : public TestConn {
  public:
   explicit RawConn(uint16_t port) : fd_(ConnectLoopback(port)) {}
+  struct Fd {
+    int fd;
+  };
+  explicit RawConn(Fd connected) : fd_(connected.fd) {}
   ~RawConn() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -171,6 +176,7 @@ class ServerTest : public ::testing::Test {
   }
   std::string BaseUrl() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
+  Metrics metrics_;  // outlives server_ (connections closed at Stop still count)
   std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
 };
@@ -560,18 +566,163 @@ TEST_F(ServerTest, TwoThreadsServeConcurrentClients) {
 }
 
 TEST_F(ServerTest, CountsRequestsByCodeAndObservesDuration) {
-  Metrics metrics;
   ServerOptions options;
-  options.metrics = &metrics;
+  options.metrics = &metrics_;
   options.max_body_bytes = 10;
   Start(options);
   HttpClient client(BaseUrl());
   ASSERT_TRUE(client.Request("GET", "/a"));
   ASSERT_TRUE(client.Request("GET", "/b"));
   ASSERT_TRUE(client.Request("POST", "/c", std::string(100, 'x')));
-  EXPECT_EQ(metrics.GetCounter("dcm_http_requests_total", "", "code=\"200\"").Value(), 2u);
-  EXPECT_EQ(metrics.GetCounter("dcm_http_requests_total", "", "code=\"413\"").Value(), 1u);
-  EXPECT_EQ(metrics.GetHistogram("dcm_http_request_duration_seconds", "").Count(), 3u);
+  EXPECT_EQ(metrics_.GetCounter("dcm_http_requests_total", "", "code=\"200\"").Value(), 2u);
+  EXPECT_EQ(metrics_.GetCounter("dcm_http_requests_total", "", "code=\"413\"").Value(), 1u);
+  EXPECT_EQ(metrics_.GetHistogram("dcm_http_request_duration_seconds", "").Count(), 3u);
+}
+
+// ---- connection caps (SPEC §7) ---------------------------------------------------------------
+
+// A loopback connection from source address `from` (any 127.x.y.z works on Linux).
+class RawConnFrom : public RawConn {
+ public:
+  RawConnFrom(uint16_t port, const char* from) : RawConn(Fd{Connect(port, from)}) {}
+
+ private:
+  static int Connect(uint16_t port, const char* from) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    ::inet_pton(AF_INET, from, &src.sin_addr);
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(port);
+    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0 ||
+        ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+};
+
+// Sends a GET on `conn` and returns the status line of the answer ("" if none).
+std::string Get(TestConn& conn, const std::string& path = "/x") {
+  if (!conn.Send("GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n")) return "";
+  return StatusLine(conn.ReadResponse());
+}
+
+// Retries `get` until it answers 200 (a closed connection's place frees once the server noticed
+// the close), up to 2 s.
+template <class Get>
+std::string EventuallyOk(Get&& get) {
+  std::string status;
+  for (auto deadline = Clock::now() + 2s; Clock::now() < deadline;) {
+    if ((status = get()) == "HTTP/1.1 200 OK") break;
+  }
+  return status;
+}
+
+TEST_F(ServerTest, AConnectionBeyondTheCapGets503AndTheAdmittedOnesAreStillServed) {
+  ServerOptions options;
+  options.max_connections = 3;
+  options.metrics = &metrics_;
+  Start(options);
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<RawConn>(port_));
+    ASSERT_EQ(Get(*idle.back()), "HTTP/1.1 200 OK") << i;  // admitted, then kept idle
+  }
+  RawConn beyond(port_);
+  const std::string refused = beyond.ReadResponse();  // answered without sending anything
+  EXPECT_EQ(StatusLine(refused), "HTTP/1.1 503 Service Unavailable");
+  EXPECT_NE(refused.find("Retry-After: 1\r\n"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("Content-Type: application/problem+json"), std::string::npos);
+  EXPECT_NE(Body(refused).find("at most 3 open connections"), std::string::npos) << refused;
+  EXPECT_TRUE(beyond.WaitClosed(2s));
+  EXPECT_EQ(Get(*idle[1]), "HTTP/1.1 200 OK") << "admitted connections keep being served";
+  EXPECT_EQ(metrics_.GetGauge("dcm_http_connections_open", "").Value(), 3);
+  EXPECT_EQ(
+      metrics_.GetCounter("dcm_http_connections_refused_total", "", "reason=\"total\"").Value(),
+      1u);
+
+  idle.pop_back();  // a place frees
+  EXPECT_EQ(EventuallyOk([&] {
+              RawConn next(port_);
+              return Get(next);
+            }),
+            "HTTP/1.1 200 OK");
+}
+
+TEST_F(ServerTest, ThePerClientCapRefusesOneAddressAndServesAnother) {
+  ServerOptions options;
+  options.max_connections = 100;
+  options.max_connections_per_client = 2;
+  options.metrics = &metrics_;
+  Start(options);
+  RawConnFrom a1(port_, "127.0.0.1"), a2(port_, "127.0.0.1");
+  ASSERT_TRUE(a1.connected() && a2.connected());
+  ASSERT_EQ(Get(a1), "HTTP/1.1 200 OK");
+  ASSERT_EQ(Get(a2), "HTTP/1.1 200 OK");
+  RawConnFrom a3(port_, "127.0.0.1");
+  const std::string refused = a3.ReadResponse();
+  EXPECT_EQ(StatusLine(refused), "HTTP/1.1 503 Service Unavailable");
+  EXPECT_NE(Body(refused).find("at most 2 per client address"), std::string::npos) << refused;
+  RawConnFrom b(port_, "127.0.0.2");
+  ASSERT_TRUE(b.connected());
+  EXPECT_EQ(Get(b), "HTTP/1.1 200 OK") << "another address has its own allowance";
+  EXPECT_EQ(
+      metrics_.GetCounter("dcm_http_connections_refused_total", "", "reason=\"client\"").Value(),
+      1u);
+}
+
+TEST_F(ServerTest, WithoutACapEveryConnectionIsServed) {
+  Start(ServerOptions{});
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (int i = 0; i < 50; ++i) conns.push_back(std::make_unique<RawConn>(port_));
+  for (auto& c : conns) EXPECT_EQ(Get(*c), "HTTP/1.1 200 OK");
+}
+
+// Lowers the soft RLIMIT_NOFILE for its lifetime (restored however the test ends).
+class NofileLimit {
+ public:
+  explicit NofileLimit(rlim_t soft) {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = soft;
+    ok_ = setrlimit(RLIMIT_NOFILE, &lowered) == 0;
+  }
+  ~NofileLimit() { Restore(); }
+  void Restore() { setrlimit(RLIMIT_NOFILE, &saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
+TEST_F(ServerTest, OutOfDescriptorsTheAcceptLoopPausesWithoutSpinningAndRecovers) {
+  ServerOptions options;
+  options.metrics = &metrics_;
+  Start(options);
+  Counter& errors = metrics_.GetCounter("dcm_http_accept_errors_total", "");
+  // Room for exactly one more descriptor: the client's socket. The server's accept then fails
+  // with EMFILE while the connection waits in the backlog.
+  const int probe = ::dup(0);
+  ASSERT_GE(probe, 0);
+  ::close(probe);
+  NofileLimit limit(static_cast<rlim_t>(probe) + 1);
+  ASSERT_TRUE(limit.ok());
+  RawConn client(port_);
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.Send("GET /after HTTP/1.1\r\nHost: t\r\n\r\n"));
+  std::this_thread::sleep_for(500ms);
+  const uint64_t failed = errors.Value();
+  EXPECT_GE(failed, 1u) << "accept hit EMFILE";
+  EXPECT_LE(failed, 15u) << "one retry per 50 ms, not a spin";
+  limit.Restore();
+  const std::string response = client.ReadResponse(true, 3s);
+  EXPECT_EQ(StatusLine(response), "HTTP/1.1 200 OK") << "served once descriptors are free";
+  EXPECT_EQ(Body(response), "GET /after");
 }
 
 // ---- TLS ------------------------------------------------------------------------------------
@@ -796,7 +947,6 @@ class TlsServerTest : public ServerTest {
     return Body(conn.ReadResponse());
   }
 
-  Metrics metrics_;
   testing::TestCa ca_{"dcm test server CA"};
   testing::TestCert server_cert_ =
       ca_.Issue("server.test", "DNS:server.test,IP:127.0.0.1", testing::CertUsage::kServer);
