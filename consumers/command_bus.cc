@@ -21,7 +21,7 @@ Error Unacknowledged(const Error& error) {
 // whichever order they come. The outcome is answered once the report came too, so the request's
 // position is acknowledged before the answer (the report nearly always comes first: the outcome
 // is decided from the request the broker appended).
-struct InFlight {
+struct PendingWrite {
   std::mutex mu;
   bool delivered = false;
   std::optional<CloudEvent> outcome;  // applied before the report came
@@ -101,7 +101,7 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
         partition);
     return;
   }
-  auto flight = std::make_shared<InFlight>();
+  auto flight = std::make_shared<PendingWrite>();
   flight->done = std::move(answer);
   waiters_->ExpectPositioned(request.id, deadline,
                              [flight, barrier = barrier_, topic = &outcomes_topic_](

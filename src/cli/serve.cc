@@ -273,6 +273,7 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
                   "How long a read waits for this instance to reach its acknowledged writes and "
                   "?min_position= before answering 503 (0..25s)")
       ->envname("DCM_READ_WAIT")
+      ->capture_default_str();
   cmd->add_option("--write-timeout", flags.write_timeout,
                   "How long a write waits for Kafka's acknowledgement (and any wait once Kafka is "
                   "unreachable or stalled) before answering 503 with Retry-After")

@@ -140,7 +140,8 @@ TEST_F(RegistryFlowTest, AWriteIsAnsweredOnlyOnceItsRequestAndOutcomePositionsAr
   const Topics& topics = env_->config.topics;
   ReadBarrier barrier(topics.EventTopics(), {}, &SystemClock::Instance(), 5s);
   KafkaCommandBus bus(in.producer.get(), &in.waiters, topics.ProviderRequests(), topics.Providers(),
-                      30s, &SystemClock::Instance(), &in.metrics);
+                      WriteLimits{.decision_timeout = 30s, .write_timeout = 30s},
+                      &SystemClock::Instance(), &in.metrics);
   bus.TrackAcknowledged(&barrier);
   auto consumer = OrDie(Consumer::Create(env_->kafka, ""));
   std::vector<std::pair<int64_t, int64_t>> acked;  // (request next, outcome next) per write
