@@ -1,5 +1,6 @@
 #include "src/common/config.h"
 
+#include "src/common/duration.h"
 #include "src/common/url.h"
 
 namespace dcm {
@@ -17,6 +18,20 @@ std::vector<std::string> SplitList(const std::string& text) {
     start = end + 1;
   }
   return out;
+}
+
+Result<std::chrono::milliseconds> ParseHealthEventsRetention(std::string_view text) {
+  auto parsed = ParseGoDuration(text);
+  if (!parsed) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "HEALTH_EVENTS_RETENTION: " + parsed.error().message);
+  }
+  if (*parsed < std::chrono::seconds(1)) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "HEALTH_EVENTS_RETENTION must be at least 1s, got '" + std::string(text) + "'");
+  }
+  return *parsed;
 }
 
 namespace {
@@ -101,6 +116,9 @@ Status ValidateConfig(const Config& c) {
         ErrorCode::kInvalidArgument,
         "HEALTH_CHECK_MAX_CONSECUTIVE_FAILURES and HEALTH_CHECK_SUCCESS_THRESHOLD must "
         "be 1..1000");
+  }
+  if (c.health_events_retention < std::chrono::seconds(1)) {
+    return MakeError(ErrorCode::kInvalidArgument, "HEALTH_EVENTS_RETENTION must be at least 1s");
   }
   if (h.max_in_flight < 1 || h.max_tls_handshakes < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "probe concurrency limits must be >= 1");
