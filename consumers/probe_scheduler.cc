@@ -129,6 +129,8 @@ std::optional<CompletedProbe> ProbeScheduler::Complete(const ProbeTask& task,
   probe.failure_threshold = options_.failure_threshold;
   probe.success_threshold = options_.success_threshold;
   done.change = FoldProbe(t.record, probe).change;
+  // The event carries what it folded to: a replay of any retained suffix needs nothing older.
+  probe.state = CarriedStateOf(t.record);
 
   TimePoint next;
   if (t.probe_again_at_once) {

@@ -78,6 +78,19 @@ Status Prober::Start() {
   if (partitions_ == 0) {
     return MakeError(ErrorCode::kUnavailable, "topic " + options_.health_topic + " is missing");
   }
+  if (ProbesTopic() != options_.health_topic) {
+    ASSIGN_OR_RETURN(const int32_t probe_partitions,
+                     TopicPartitionCount(producer_->handle(), ProbesTopic(), 10000));
+    if (probe_partitions != partitions_) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "topic " + ProbesTopic() + " has " + std::to_string(probe_partitions) +
+                           " partitions and " + options_.health_topic + " has " +
+                           std::to_string(partitions_) +
+                           ": they must be equal (a provider's probes and transitions share a "
+                           "partition number); create " +
+                           ProbesTopic() + " with " + std::to_string(partitions_));
+    }
+  }
   ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, options_.group_id));
   Consumer::Rebalance rebalance;
   rebalance.on_assign = [this](const std::string&, const std::vector<int32_t>& partitions) {
@@ -141,9 +154,16 @@ void Prober::OnAssigned(const std::vector<int32_t>& partitions) {
   // What the previous owner produced must be in the local projection before its records seed
   // ours (consumers/catch_up.h).
   if (options_.applied) {
-    (void)WaitForCatchUp(*options_.applied, *consumer_, HealthProjection::kName,
-                         options_.health_topic, partitions, options_.catch_up_timeout, running_,
-                         "prober");
+    const auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
+    for (const std::string* topic :
+         {static_cast<const std::string*>(&options_.health_topic), &ProbesTopic()}) {
+      const auto left = std::max(std::chrono::milliseconds(0),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+      (void)WaitForCatchUp(*options_.applied, *consumer_, HealthProjection::kName, *topic,
+                           partitions, left, running_, "prober");
+      if (ProbesTopic() == options_.health_topic) break;
+    }
   }
   {
     std::lock_guard lock(mu_);
@@ -308,23 +328,27 @@ void Prober::Finish(const ProbeTask& task, ProbeResponse response) {
       }
       latency_->Observe(static_cast<double>(probe.latency_us) / 1e6);
       // Enqueued under mu_: OnRevoked's flush then covers everything this owner produced.
-      Emit(EncodeHealthProbe(probe, options_.source));
+      Emit(ProbesTopic(), EncodeHealthProbe(probe, options_.source));
       if (done->change) {
         const HealthChange& c = *done->change;
         changes_->Inc();
         Logger("prober")->info("msg=\"provider health changed\" id={} from={} to={} reason=\"{}\"",
                                c.provider_id, HealthStatusName(c.from), HealthStatusName(c.to),
                                c.reason);
-        Emit(EncodeHealthChange(c, options_.source));
+        Emit(options_.health_topic, EncodeHealthChange(c, options_.source));
       }
     }
   }
   if (notify) wake_.notify_one();
 }
 
-void Prober::Emit(const CloudEvent& event) {
+const std::string& Prober::ProbesTopic() const {
+  return options_.probes_topic.empty() ? options_.health_topic : options_.probes_topic;
+}
+
+void Prober::Emit(const std::string& topic, const CloudEvent& event) {
   producer_->Produce(
-      options_.health_topic, event.subject, EncodeCloudEvent(event), {},
+      topic, event.subject, EncodeCloudEvent(event), {},
       [this](Result<KafkaPosition> delivered) {
         if (delivered) return;
         emit_failures_->Inc();

@@ -5,7 +5,8 @@
 //                 watermark ─▶ load P's providers (registry) and records (health) ─▶ schedule
 //     revoke   ─▶ forget them; flush what was produced, so the next owner reads it
 //   scheduler thread: due tasks (ProbeScheduler) ─▶ HealthChecker (async HTTP)
-//   checker thread:   response ─▶ fold ─▶ produce health_probed (+ health_changed) to P
+//   checker thread:   response ─▶ fold ─▶ produce health_probed to P of the probes topic
+//                     (+ health_changed to P of dcm.health)
 //   registry runner:  provider registered/updated/deleted ─▶ Upsert/Remove (probe at once)
 //
 // A provider belongs to partition KeyPartition(id, partitions of dcm.health), the partition its
@@ -40,7 +41,12 @@
 namespace dcm {
 
 struct ProberOptions {
+  // health_changed goes to `health_topic` (kept forever), health_probed to `probes_topic` (with a
+  // retention; empty: health_topic too, as before issue #13). Both must have the same partitions:
+  // the group on health_topic decides who probes a provider, and its probes go to the same
+  // partition number of probes_topic.
   std::string health_topic;
+  std::string probes_topic;
   std::string group_id;
   std::string source = "dcm/prober";  // `source` of the health events
   HealthCheckConfig health;
@@ -84,7 +90,8 @@ class Prober {
   void Reconcile(const std::set<int32_t>& partitions);
   void Launch(const ProbeTask& task);
   void Finish(const ProbeTask& task, ProbeResponse response);
-  void Emit(const CloudEvent& event);
+  void Emit(const std::string& topic, const CloudEvent& event);
+  const std::string& ProbesTopic() const;
   bool Owns(const std::string& id) const;  // mu_ held
   static std::string HealthUrl(const std::string& endpoint);
 

@@ -16,7 +16,6 @@ namespace dcm {
 namespace {
 
 using rebuild_detail::BatchQueue;
-using rebuild_detail::Clock;
 using rebuild_detail::FoldLoop;
 using rebuild_detail::Plan;
 using rebuild_detail::ProgressBoard;
@@ -74,7 +73,7 @@ Result<RebuildResult> Rebuilder::Run(const std::vector<RebuildSource>& sources) 
   Plan plan;
   RebuildResult result;
   RETURN_IF_ERROR(rebuild_detail::BuildPlan(sources, *consumer, options_.metadata_timeout_ms, plan,
-                                            result.warnings));
+                                            result.warnings, options_.windowed_topics));
   RETURN_IF_ERROR(rebuild_detail::AssignAll(consumer->handle(), plan));
   FoldGroups groups;
   groups.members = rebuild_detail::SplitIntoGroups(plan, sources, options_.fold_threads);
@@ -104,7 +103,8 @@ Result<RebuildResult> Rebuilder::Run(const std::vector<RebuildSource>& sources) 
   for (const auto& status : statuses) {
     if (!status) return tl::unexpected(status.error());
   }
-  result.seconds = std::chrono::duration<double>(Clock::now() - board.start).count();
+  result.seconds =
+      std::chrono::duration<double>(rebuild_detail::Clock::now() - board.start).count();
   result.projections.resize(sources.size());
   for (size_t g = 0; g < groups.folds.size(); ++g) {
     for (size_t j : groups.members[g]) result.projections[j] = groups.folds[g]->stats()[j];
@@ -133,11 +133,17 @@ Result<TopicOffsets> LiveTargets(const Store& live, const ProjectionEntry& entry
 }
 
 Result<ProjectionComparison> CompareProjection(const Store& live, const Store& rebuilt,
-                                               const ProjectionEntry& entry) {
+                                               const ProjectionEntry& entry, int64_t cutoff_ms) {
   ProjectionComparison comparison;
   comparison.name = entry.name;
-  ASSIGN_OR_RETURN(comparison.rebuilt_digest, rebuilt.Digest(entry.prefix));
-  auto live_digest = live.Digest(entry.prefix);
+  Store::KeyFilter skip;
+  if (entry.expires && cutoff_ms > 0) {
+    skip = [&entry, cutoff_ms](std::string_view key, std::string_view value) {
+      return entry.expires(key, value, cutoff_ms);
+    };
+  }
+  ASSIGN_OR_RETURN(comparison.rebuilt_digest, rebuilt.Digest(entry.prefix, skip));
+  auto live_digest = live.Digest(entry.prefix, skip);
   if (!live_digest && live_digest.error().code == ErrorCode::kStorage) {
     // A corrupt live store is what a rebuild repairs: report it as a difference, not a failure.
     comparison.live_digest = "unreadable (" + live_digest.error().message + ")";
@@ -146,7 +152,7 @@ Result<ProjectionComparison> CompareProjection(const Store& live, const Store& r
   ASSIGN_OR_RETURN(comparison.live_digest, std::move(live_digest));
   if (!comparison.match()) {
     ASSIGN_OR_RETURN(comparison.first_difference,
-                     Store::FirstDifference(live, rebuilt, entry.prefix));
+                     Store::FirstDifference(live, rebuilt, entry.prefix, skip));
   }
   return comparison;
 }

@@ -84,6 +84,10 @@ struct RebuildOptions {
   int metadata_timeout_ms = 10000;
   // No message for this long while partitions are short of their targets: fail (never hang).
   int stall_timeout_ms = 30000;
+  // Topics with a retention by design (the probes topic): a head dropped by it is expected, so
+  // it is not warned about (`dcm projections verify` compares only what is younger than its
+  // cutoff).
+  std::vector<std::string> windowed_topics;
   // Called about every progress_interval_ms and once at the end.
   std::function<void(const RebuildProgress&)> on_progress;
   int progress_interval_ms = 250;
@@ -139,7 +143,9 @@ struct ProjectionComparison {
   std::optional<KeyDifference> first_difference;  // set when the digests differ
   bool match() const { return live_digest == rebuilt_digest; }
 };
+// `cutoff_ms` > 0: entries that expire before it (ProjectionEntry::expires, probe retention) are
+// left out on both sides.
 Result<ProjectionComparison> CompareProjection(const Store& live, const Store& rebuilt,
-                                               const ProjectionEntry& entry);
+                                               const ProjectionEntry& entry, int64_t cutoff_ms = 0);
 
 }  // namespace dcm

@@ -90,11 +90,14 @@ void AddReader(const RebuildSource& source, size_t j, int t, Plan& plan,
   plan.readers.push_back(std::move(reader));
 }
 
-void CountTotals(Plan& plan, std::vector<std::string>& warnings) {
+void CountTotals(Plan& plan, std::vector<std::string>& warnings,
+                 const std::vector<std::string>& windowed_topics) {
   for (size_t t = 0; t < plan.topics.size(); ++t) {
+    const bool windowed = std::find(windowed_topics.begin(), windowed_topics.end(),
+                                    plan.topics[t]) != windowed_topics.end();
     for (size_t p = 0; p < plan.ranges[t].size(); ++p) {
       auto& range = plan.ranges[t][p];
-      if (range.low > 0 && range.end > 0) {
+      if (range.low > 0 && range.end > 0 && !windowed) {
         warnings.push_back(fmt::format(
             "{}/{}: retention dropped offsets [0, {}): a rebuild cannot reproduce the live state",
             plan.topics[t], p, range.low));
@@ -110,7 +113,8 @@ void CountTotals(Plan& plan, std::vector<std::string>& warnings) {
 }  // namespace
 
 Status BuildPlan(const std::vector<RebuildSource>& sources, Consumer& consumer, int timeout_ms,
-                 Plan& plan, std::vector<std::string>& warnings) {
+                 Plan& plan, std::vector<std::string>& warnings,
+                 const std::vector<std::string>& windowed_topics) {
   RETURN_IF_ERROR(AddTopics(sources, consumer, timeout_ms, plan, warnings));
   for (size_t j = 0; j < sources.size(); ++j) {
     for (const auto& topic : sources[j].topics) {
@@ -118,7 +122,7 @@ Status BuildPlan(const std::vector<RebuildSource>& sources, Consumer& consumer, 
       AddReader(sources[j], j, static_cast<int>(t), plan, warnings);
     }
   }
-  CountTotals(plan, warnings);
+  CountTotals(plan, warnings, windowed_topics);
   return OkStatus();
 }
 

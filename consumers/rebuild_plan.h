@@ -50,8 +50,11 @@ struct Plan {
 
 // Reads the watermarks of every topic the sources fold and sets each reader's targets.
 // `warnings` gets what makes the rebuilt state differ from the live one.
+// A partition whose head retention dropped is warned about, unless its topic is one of
+// `windowed_topics` (retention by design: the probes topic).
 Status BuildPlan(const std::vector<RebuildSource>& sources, Consumer& consumer, int timeout_ms,
-                 Plan& plan, std::vector<std::string>& warnings);
+                 Plan& plan, std::vector<std::string>& warnings,
+                 const std::vector<std::string>& windowed_topics = {});
 
 // Assigns every partition with something to read, at its low watermark.
 Status AssignAll(rd_kafka_t* rk, const Plan& plan);

@@ -4,6 +4,7 @@
 // creates them instead, and `dcm serve` against a `dcm dev-kafka` finds them already there.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ namespace dcm {
 struct TopicSpec {
   std::string name;
   int partitions = 1;
+  // `retention.ms` when created through the Admin API: -1 = forever (every event topic but the
+  // probes topic, whose retention is HEALTH_EVENTS_RETENTION). An existing topic keeps its own
+  // setting (change it with kafka-configs --alter). The mock ignores it (it keeps ~5 MiB per
+  // partition).
+  int64_t retention_ms = -1;
   bool operator==(const TopicSpec&) const = default;
 };
 

@@ -72,6 +72,68 @@ CloudEvent Envelope(const char* type, std::string id, const std::string& source,
   return e;
 }
 
+// health_probed v3's `state`: members in this order; last_error and last_error_time_ms only when
+// set, earlier_streak_probe_ids always (maybe empty).
+void WriteCarriedState(JsonWriter& w, const CarriedHealthState& s) {
+  w.Key("state");
+  w.BeginObject();
+  w.Field("status", HealthStatusName(s.status));
+  w.Field("registration_seq", s.registration_seq);
+  w.Field("consecutive_failures", s.consecutive_failures);
+  w.Field("consecutive_successes", s.consecutive_successes);
+  w.Field("last_transition_time_ms", s.last_transition_time_ms);
+  w.Field("last_transition_reason", s.last_transition_reason);
+  if (!s.last_error.empty()) w.Field("last_error", s.last_error);
+  if (s.last_error_time_ms != 0) w.Field("last_error_time_ms", s.last_error_time_ms);
+  w.StringArray("earlier_streak_probe_ids", s.earlier_streak_probe_ids);
+  w.EndObject();
+}
+
+// Bounds that keep a carried state sane: a counter is at most a year of probes a second, a
+// streak names at most as many probes as the largest threshold (1000).
+constexpr int64_t kMaxCarriedCounter = 40'000'000;
+constexpr size_t kMaxStreakIds = 1000;
+
+Result<CarriedHealthState> ReadCarriedState(simdjson::dom::element value) {
+  simdjson::dom::object o;
+  if (value.get(o)) return MakeError(ErrorCode::kCorruption, "state must be an object");
+  CarriedHealthState s;
+  auto status = ParseHealthStatus(StringMember(o, "status"));
+  if (!status) return MakeError(ErrorCode::kCorruption, "state.status must be a health status");
+  s.status = *status;
+  ASSIGN_OR_RETURN(s.registration_seq, RequiredInt(o, "registration_seq"));
+  ASSIGN_OR_RETURN(int64_t failures, RequiredInt(o, "consecutive_failures"));
+  ASSIGN_OR_RETURN(int64_t successes, RequiredInt(o, "consecutive_successes"));
+  if (failures < 0 || failures > kMaxCarriedCounter || successes < 0 ||
+      successes > kMaxCarriedCounter) {
+    return MakeError(ErrorCode::kCorruption, "state counters must be 0..4e7");
+  }
+  s.consecutive_failures = static_cast<int>(failures);
+  s.consecutive_successes = static_cast<int>(successes);
+  ASSIGN_OR_RETURN(s.last_transition_time_ms, RequiredInt(o, "last_transition_time_ms"));
+  s.last_transition_reason = StringMember(o, "last_transition_reason");
+  s.last_error = StringMember(o, "last_error");
+  if (auto t = Member(o, "last_error_time_ms")) {
+    if (t->get(s.last_error_time_ms)) {
+      return MakeError(ErrorCode::kCorruption, "state.last_error_time_ms must be an integer");
+    }
+  }
+  simdjson::dom::array ids;
+  auto streak = Member(o, "earlier_streak_probe_ids");
+  if (!streak || streak->get(ids) || ids.size() > kMaxStreakIds) {
+    return MakeError(ErrorCode::kCorruption,
+                     "state.earlier_streak_probe_ids must be an array of at most 1000 ids");
+  }
+  for (auto item : ids) {
+    std::string_view id;
+    if (item.get(id) || id.empty()) {
+      return MakeError(ErrorCode::kCorruption, "state.earlier_streak_probe_ids holds a non-id");
+    }
+    s.earlier_streak_probe_ids.emplace_back(id);
+  }
+  return s;
+}
+
 }  // namespace
 
 const char* HealthStatusName(HealthStatus status) {
@@ -123,6 +185,7 @@ CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source) {
   if (!p.error.empty()) w.Field("error", p.error);
   w.Field("failure_threshold", p.failure_threshold);
   w.Field("success_threshold", p.success_threshold);
+  if (p.state) WriteCarriedState(w, *p.state);
   w.EndObject();
   e.data = w.Take();
   return e;
@@ -168,6 +231,9 @@ Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
   }
   p.failure_threshold = static_cast<int>(failures);
   p.success_threshold = static_cast<int>(successes);
+  if (auto value = Member(data, "state"); value && !value->is_null()) {
+    ASSIGN_OR_RETURN(p.state, ReadCarriedState(*value));
+  }
   return p;
 }
 
@@ -238,6 +304,15 @@ Result<std::string> UpcastHealthProbedV1ToV2(std::string_view data) {
   }
   w.EndObject();
   return w.Take();
+}
+
+Result<std::string> UpcastHealthProbedV2ToV3(std::string_view data) {
+  auto parsed = ParseJson(data);
+  simdjson::dom::object object;
+  if (!parsed || parsed->get(object)) {
+    return MakeError(ErrorCode::kCorruption, "data is not an object");
+  }
+  return std::string(data);
 }
 
 ProbeResponse ClassifyHealthResponse(ProbeResponse r) {

@@ -38,7 +38,11 @@ inline constexpr char kProberActor[] = "dcm/prober";
 //   health_probed v2: `latency_us`, an integer of microseconds (5000125). Integers are exact and
 //     print the same in every encoder, so byte-identical rebuilds never depend on how a language
 //     formats floats; the struct always held microseconds.
-inline constexpr int kHealthProbedSchemaVersion = 2;
+//   health_probed v3: an optional `state`, the record the probe leaves its provider at
+//     (CarriedHealthState). The prober writes it on every probe, on the probes topic
+//     (`<prefix>health-probes`, which has a retention: HEALTH_EVENTS_RETENTION), so folding any
+//     suffix of that topic gives the live state. v2 data is v3 data without `state`.
+inline constexpr int kHealthProbedSchemaVersion = 3;
 inline constexpr int kHealthChangedSchemaVersion = 1;
 
 enum class HealthStatus { kPending, kReady, kUnhealthy, kUnavailable };
@@ -46,6 +50,26 @@ enum class HealthStatus { kPending, kReady, kUnhealthy, kUnavailable };
 const char* HealthStatusName(HealthStatus status);
 // Case-insensitive.
 std::optional<HealthStatus> ParseHealthStatus(std::string_view name);
+
+// The part of a provider's health record (projections/health_state.h) that a probe alone does
+// not determine: what the fold had reached when this probe was folded. A probe carrying it
+// (health_probed v3) folds to a record that depends on no earlier event, so old probes can be
+// dropped (HEALTH_EVENTS_RETENTION) without changing what a replay of the rest gives.
+struct CarriedHealthState {
+  HealthStatus status = HealthStatus::kPending;
+  int64_t registration_seq = 0;  // the registration the counters belong to
+  int consecutive_failures = 0;
+  int consecutive_successes = 0;
+  int64_t last_transition_time_ms = 0;
+  std::string last_transition_reason;
+  std::string last_error;  // of the latest failed probe up to this one (empty: none)
+  int64_t last_error_time_ms = 0;
+  // The current streak's probe ids before this probe, oldest first (this probe's id, the event
+  // id, is always the streak's last).
+  std::vector<std::string> earlier_streak_probe_ids;
+
+  bool operator==(const CarriedHealthState&) const = default;
+};
 
 // Data of dcm.provider.health_probed.
 struct HealthProbe {
@@ -68,6 +92,9 @@ struct HealthProbe {
   std::string error;  // empty when healthy
   int failure_threshold = 3;
   int success_threshold = 1;
+  // v3: the state this probe leaves the record at (the prober sets it after folding). Absent in
+  // v1/v2 events: the fold then computes it from the record it has.
+  std::optional<CarriedHealthState> state;
 
   bool operator==(const HealthProbe&) const = default;
 };
@@ -89,8 +116,8 @@ struct HealthChange {
 // (a fresh UUID when empty).
 CloudEvent EncodeHealthProbe(const HealthProbe& probe, const std::string& source);
 CloudEvent EncodeHealthChange(const HealthChange& change, const std::string& source);
-// kCorruption for anything else or malformed data (dead-letter it). DecodeHealthProbe reads v1
-// and v2 alike: a v1 event decodes to the same HealthProbe as its v2 twin.
+// kCorruption for anything else or malformed data (dead-letter it). DecodeHealthProbe reads v1,
+// v2 and v3 alike: a v1 or v2 event decodes to the same HealthProbe as its v3 twin (no state).
 Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event);
 Result<HealthChange> DecodeHealthChange(const CloudEvent& event);
 
@@ -100,6 +127,9 @@ Result<HealthChange> DecodeHealthChange(const CloudEvent& event);
 // any repeated `latency_ms` (readers took the first). kCorruption when `data` is not a JSON
 // object or `latency_ms` is not a number in 0..1e9.
 Result<std::string> UpcastHealthProbedV1ToV2(std::string_view data);
+// The upcast step health_probed v2 → v3: v3 only adds the optional `state`, so the data is kept
+// as it is (kCorruption when it is not a JSON object).
+Result<std::string> UpcastHealthProbedV2ToV3(std::string_view data);
 
 // Classifies what the transport saw (SPEC §3.2): 200 + JSON object whose `status` is "healthy"
 // → kNone; "unhealthy" → kReportedUnhealthy; any other 200 body → kBadBody; another status →

@@ -14,6 +14,8 @@ namespace {
 constexpr UpcastStep kBuiltInSteps[] = {
     // v2: latency_ms (float, ms) became latency_us (integer, µs). health_events.h.
     {event_type::kHealthProbed, 1, &UpcastHealthProbedV1ToV2},
+    // v3: an optional `state` (the record the probe leaves): probe retention. health_events.h.
+    {event_type::kHealthProbed, 2, &UpcastHealthProbedV2ToV3},
 };
 
 std::string VersionText(const CloudEvent& event) {

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "projections/page_token.h"
+#include "src/common/log.h"
 #include "src/common/time_format.h"
 
 namespace dcm {
@@ -14,6 +15,8 @@ constexpr std::string_view kEntityPrefix = "au/s/";
 constexpr std::string_view kTimePrefix = "au/e/";
 constexpr std::string_view kSeenPrefix = "au/i/";
 constexpr std::string_view kProviderPrefix = "au/p/";
+constexpr std::string_view kProbeSeenPrefix = "au/t/";
+constexpr std::string_view kSweptKey = "au/w";
 // The largest time a 13-digit key holds (year 2286); later or unparsable times are clamped.
 constexpr int64_t kMaxTimeMs = 9999999999999;
 
@@ -87,9 +90,18 @@ std::string UnescapeAuditEntity(std::string_view escaped) {
   return out;
 }
 
-AuditProjection::AuditProjection(Store* store, std::string providers_topic, Metrics* metrics)
-    : store_(store), providers_topic_(std::move(providers_topic)) {
+AuditProjection::AuditProjection(Store* store, std::string providers_topic, Metrics* metrics,
+                                 AuditRetention retention)
+    : store_(store), providers_topic_(std::move(providers_topic)), retention_(retention) {
+  if (retention_.sweep_interval.count() <= 0) {
+    retention_.sweep_interval = std::clamp<std::chrono::milliseconds>(
+        retention_.window / 10, std::chrono::seconds(1), std::chrono::seconds(60));
+  }
   if (metrics) {
+    expired_ = &metrics->GetCounter("dcm_audit_probes_expired_total",
+                                    "Probe events dropped from the audit index by the "
+                                    "HEALTH_EVENTS_RETENTION sweep",
+                                    "");
     indexed_ = &metrics->GetCounter("dcm_audit_events_indexed_total",
                                     "Events added to the audit index", "");
     duplicates_ = &metrics->GetCounter("dcm_audit_duplicates_total",
@@ -101,6 +113,10 @@ AuditProjection::AuditProjection(Store* store, std::string providers_topic, Metr
 
 Status AuditProjection::Apply(const CloudEvent& event, const EventPosition& position,
                               StoreBatch& batch) {
+  if (!retention_.probes_topic.empty() && position.topic == retention_.probes_topic) {
+    int64_t time_ms = ParseRfc3339(event.time).value_or(position.timestamp_ms);
+    return ApplyProbe(event, position, std::clamp<int64_t>(time_ms, 0, kMaxTimeMs), batch);
+  }
   const std::string seen =
       fmt::format("{}{}/{}/{}", kSeenPrefix, position.topic, position.partition, event.id);
   ASSIGN_OR_RETURN(auto indexed, store_->Get(seen, &batch));
@@ -129,6 +145,114 @@ Status AuditProjection::Apply(const CloudEvent& event, const EventPosition& posi
   }
   if (indexed_) indexed_->Inc();
   return OkStatus();
+}
+
+// A probe: indexed under au/s/ and au/e/ like any event (no Kafka-key pointer: the probes topic
+// is keyed by the subject, the provider id), judged a duplicate by its time-first au/t/ key.
+Status AuditProjection::ApplyProbe(const CloudEvent& event, const EventPosition& position,
+                                   int64_t time_ms, StoreBatch& batch) {
+  ASSIGN_OR_RETURN(const int64_t swept_until, SweptUntil());
+  if (time_ms < swept_until) {  // already past the sweep: it would never be swept again
+    if (expired_) expired_->Inc();
+    return OkStatus();
+  }
+  const std::string seen =
+      fmt::format("{}{:013}/{:06}/{}", kProbeSeenPrefix, time_ms, position.partition, event.id);
+  ASSIGN_OR_RETURN(auto indexed, store_->Get(seen, &batch));
+  if (indexed) {
+    if (duplicates_) duplicates_->Inc();
+    return OkStatus();
+  }
+  batch.Put(seen, "");
+  const std::string at = Position(time_ms, position);
+  const std::string subject = EscapeAuditEntity(event.subject);
+  batch.PutUnread(
+      fmt::format("{}{}/{}", kEntityPrefix, subject, at),
+      position.value.empty() ? std::string_view(EncodeCloudEvent(event)) : position.value);
+  batch.PutUnread(fmt::format("{}{}", kTimePrefix, at), subject);
+  if (indexed_) indexed_->Inc();
+  return OkStatus();
+}
+
+Result<int64_t> AuditProjection::SweptUntil() {
+  if (swept_until_ >= 0) return swept_until_;
+  ASSIGN_OR_RETURN(auto stored, store_->Get(kSweptKey));
+  int64_t value = 0;
+  if (stored) std::from_chars(stored->data(), stored->data() + stored->size(), value);
+  swept_until_ = value;
+  return swept_until_;
+}
+
+void AuditProjection::AfterCommit(const std::vector<CloudEvent>&) {
+  if (retention_.clock == nullptr || retention_.window.count() <= 0) return;
+  const int64_t now_ms = retention_.clock->NowMillis();
+  if (now_ms < next_sweep_ms_) return;
+  next_sweep_ms_ = now_ms + retention_.sweep_interval.count();
+  if (auto swept = SweepExpiredProbes(now_ms); !swept) {
+    // The index keeps the entries until a later sweep succeeds; nothing is lost.
+    next_sweep_ms_ = now_ms + 1000;
+    Logger("audit")->warn("msg=\"probe retention sweep failed\" error=\"{}\"",
+                          swept.error().message);
+  }
+}
+
+Result<int64_t> AuditProjection::SweepExpiredProbes(int64_t now_ms) {
+  const int64_t cutoff = std::max<int64_t>(0, now_ms - retention_.window.count());
+  ASSIGN_OR_RETURN(int64_t from, SweptUntil());
+  int64_t deleted = 0;
+  while (from < cutoff) {
+    StoreBatch batch;
+    int scanned = 0;
+    int64_t reached = cutoff;  // where the next chunk starts (its entries not all seen yet)
+    RETURN_IF_ERROR(store_->Scan(kTimePrefix, fmt::format("{:013}", from),
+                                 [&](std::string_view key, std::string_view subject) {
+                                   const std::string_view suffix = key.substr(kTimePrefix.size());
+                                   AuditEntry entry;
+                                   if (!ParsePosition(suffix, entry)) return true;
+                                   if (entry.time_ms >= cutoff) return false;
+                                   // A chunk ends between milliseconds (the next starts at one).
+                                   if (++scanned > retention_.sweep_chunk && entry.time_ms > from) {
+                                     reached = entry.time_ms;
+                                     return false;
+                                   }
+                                   if (entry.topic != retention_.probes_topic) return true;
+                                   batch.Delete(key);
+                                   batch.Delete(
+                                       fmt::format("{}{}/{}", kEntityPrefix, subject, suffix));
+                                   ++deleted;
+                                   return true;
+                                 }));
+    batch.DeleteRange(kProbeSeenPrefix, fmt::format("{}{:013}", kProbeSeenPrefix, reached));
+    batch.Put(kSweptKey, fmt::format("{:013}", reached));
+    RETURN_IF_ERROR(store_->Write(batch));
+    swept_until_ = from = reached;
+  }
+  if (expired_) expired_->Inc(static_cast<uint64_t>(deleted));
+  return deleted;
+}
+
+bool AuditKeyExpires(std::string_view key, std::string_view probes_topic, int64_t cutoff_ms) {
+  if (key == kSweptKey) return true;  // the live sweep's bookkeeping
+  if (key.starts_with(kProbeSeenPrefix)) {
+    int64_t ts = 0;
+    const auto digits = key.substr(kProbeSeenPrefix.size(), 13);
+    std::from_chars(digits.data(), digits.data() + digits.size(), ts);
+    return ts < cutoff_ms;
+  }
+  std::string_view position;
+  if (key.starts_with(kTimePrefix)) {
+    position = key.substr(kTimePrefix.size());
+  } else if (key.starts_with(kEntityPrefix)) {
+    // au/s/<escaped entity>/<position>: an escaped entity holds no '/'.
+    const std::string_view rest = key.substr(kEntityPrefix.size());
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) return false;
+    position = rest.substr(slash + 1);
+  } else {
+    return false;
+  }
+  AuditEntry entry;
+  return ParsePosition(position, entry) && entry.topic == probes_topic && entry.time_ms < cutoff_ms;
 }
 
 namespace {
@@ -209,7 +333,13 @@ Result<AuditPage> AuditView::Events(const AuditQuery& query) const {
       [this](std::string_view suffix, std::string_view subject, AuditEntry& e) -> Result<bool> {
         const std::string key = fmt::format("{}{}/{}", kEntityPrefix, subject, suffix);
         ASSIGN_OR_RETURN(auto json, store_->Get(key));
-        if (!json) return MakeError(ErrorCode::kInternal, "audit index: dangling entry " + key);
+        if (!json) {
+          // The probe retention sweep deletes both entries in one write, after this scan's
+          // iterator was made: the time entry is gone too, so skip it. Else it is damage.
+          ASSIGN_OR_RETURN(auto still, store_->Get(fmt::format("{}{}", kTimePrefix, suffix)));
+          if (!still) return false;
+          return MakeError(ErrorCode::kInternal, "audit index: dangling entry " + key);
+        }
         e.json = std::move(*json);
         return true;
       });

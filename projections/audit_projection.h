@@ -13,6 +13,20 @@
 //   au/p/<entity>            -> "" : the subjects seen on the providers topic (GET
 //   /providers?as_of)
 //
+// Probe retention (SPEC §7, HEALTH_EVENTS_RETENTION): events on the probes topic
+// (<prefix>health-probes) expire. They are indexed under the same au/s/ and au/e/ keys (every
+// reader sees them as before), but their duplicates are judged by a time-first key instead of
+// au/i/, so that old ones go with one range delete:
+//   au/t/<ts>/<partition>/<event id> -> "" : indexed probe (ts = its time: a copy has the same)
+//   au/w                             -> <ts 13>: probes older than this were swept (live only)
+// Every `sweep_interval` the live index deletes the probe entries older than now − window: it
+// walks au/e/ from au/w up to the cutoff (one seek; entries of other topics are kept), deletes
+// each probe's au/e/ and au/s/ keys, drops au/t/ below the cutoff with one DeleteRange and moves
+// au/w. A probe older than au/w that arrives later (a runner far behind) is not indexed. The
+// sweep runs on the runner's thread after a commit (AfterCommit), so it never races Apply.
+// Rebuilds do not sweep: `dcm projections verify` compares only what is younger than its cutoff
+// (AuditKeyExpires). Old probes on other topics (dcm.health before the upgrade) are kept.
+//
 // Determinism: every key derives from the event and its position, and duplicates are judged per
 // partition, in offset order, so any interleaving of topics and partitions folds to the same
 // bytes (SPEC §5.4).
@@ -28,9 +42,21 @@
 #include <vector>
 
 #include "projections/projection.h"
+#include "src/common/clock.h"
 #include "src/common/metrics.h"
 
 namespace dcm {
+
+// Which events of the audit index expire, and (live only) when they are swept.
+struct AuditRetention {
+  std::string probes_topic;             // its events expire; empty: none do
+  std::chrono::milliseconds window{0};  // HEALTH_EVENTS_RETENTION; 0: never swept (rebuilds)
+  const Clock* clock = nullptr;         // null: never swept
+  // Between sweeps; 0 = window / 10, clamped to 1 s .. 60 s.
+  std::chrono::milliseconds sweep_interval{0};
+  // au/e/ entries one sweep batch covers (then it writes and goes on): ~2 deletes of ~90 B each.
+  int sweep_chunk = 20000;
+};
 
 class AuditProjection final : public Projection {
  public:
@@ -38,17 +64,35 @@ class AuditProjection final : public Projection {
   static constexpr char kPrefix[] = "au/";
 
   // `providers_topic`: the topic whose subjects are listed for GET /providers?as_of.
-  AuditProjection(Store* store, std::string providers_topic, Metrics* metrics);
+  AuditProjection(Store* store, std::string providers_topic, Metrics* metrics,
+                  AuditRetention retention = {});
 
   std::string Name() const override { return kName; }
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
+  // Sweeps expired probes when a sweep is due (see the header comment).
+  void AfterCommit(const std::vector<CloudEvent>& applied) override;
+  // Deletes the probe entries older than now_ms − window and moves au/w. Runner thread only
+  // (tests call it directly). Returns the probes deleted.
+  Result<int64_t> SweepExpiredProbes(int64_t now_ms);
 
  private:
+  Status ApplyProbe(const CloudEvent& event, const EventPosition& position, int64_t time_ms,
+                    StoreBatch& batch);
+  Result<int64_t> SweptUntil();
+
   Store* store_;
   std::string providers_topic_;
+  AuditRetention retention_;
+  int64_t swept_until_ = -1;  // au/w; -1: not read yet
+  int64_t next_sweep_ms_ = 0;
   Counter* indexed_ = nullptr;
   Counter* duplicates_ = nullptr;
+  Counter* expired_ = nullptr;
 };
+
+// Whether `key` of the audit index is a probe entry (or au/w) that expires before `cutoff_ms`:
+// what `dcm projections verify` leaves out on both sides.
+bool AuditKeyExpires(std::string_view key, std::string_view probes_topic, int64_t cutoff_ms);
 
 // One indexed event: where it was, and the CloudEvent JSON as stored.
 struct AuditEntry {

@@ -48,6 +48,11 @@ Status HealthProjection::Apply(const CloudEvent& event, const EventPosition&, St
   return OkStatus();
 }
 
+bool HealthRecordExpires(std::string_view, std::string_view value, int64_t cutoff_ms) {
+  auto record = DecodeHealthRecord(value);
+  return record && record->last_probe_time_ms < cutoff_ms;
+}
+
 Result<std::optional<HealthRecord>> HealthView::Get(const std::string& provider_id) const {
   ASSIGN_OR_RETURN(auto stored, store_->Get(Key(provider_id)));
   if (!stored) return std::optional<HealthRecord>();

@@ -7,7 +7,11 @@
 // Folding is idempotent: a probe whose per-provider seq the record has passed is skipped (the
 // mock duplicates retried batches), and one provider's events share a key and so a partition,
 // which keeps them in order. health_changed events are counted, not folded: the state is a
-// function of the probes alone.
+// function of the probes alone. It folds two topics: dcm.health (transitions, and the probes of
+// builds before issue #13) and the probes topic (probes since, which carry their resulting
+// state: health_state.h). A provider's probes move from one topic to the other once, at the
+// upgrade; the probes' seqs keep increasing across it, so in whatever order the two topics
+// interleave, the newest probe decides.
 #pragma once
 
 #include <functional>
@@ -38,6 +42,11 @@ class HealthProjection final : public Projection {
   // By provider id; ~1 KB per provider (the record twice: JSON and decoded).
   DecodedCache<HealthRecord> records_{&DecodeHealthRecord, 20000};
 };
+
+// Whether a stored health record (hl/ key, JSON value) was last folded from a probe older than
+// `cutoff_ms`: a rebuild may no longer hold that probe (HEALTH_EVENTS_RETENTION), so `dcm
+// projections verify` does not compare the record. An unreadable record does not expire.
+bool HealthRecordExpires(std::string_view key, std::string_view value, int64_t cutoff_ms);
 
 // Thread-safe (reads the Store only).
 class HealthView {

@@ -74,11 +74,60 @@ std::string FoldFailure(HealthRecord& r, const HealthProbe& p, size_t streak_lim
          std::string(ProbeFailureName(p.failure)) + ")";
 }
 
+// A probe that carries its resulting state: the record becomes that state and the probe's own
+// fields, whatever it held before.
+FoldResult AdoptCarried(HealthRecord& r, const HealthProbe& p) {
+  const CarriedHealthState& s = *p.state;
+  FoldResult result;
+  result.applied = true;
+  const HealthStatus before = r.status;
+  if (r.provider_id.empty()) r.provider_id = p.provider_id;
+  r.seq = p.seq;
+  r.registration_seq = s.registration_seq;
+  r.status = s.status;
+  r.consecutive_failures = s.consecutive_failures;
+  r.consecutive_successes = s.consecutive_successes;
+  r.last_probe_time_ms = p.time_ms;
+  r.last_probe_id = p.probe_id;
+  r.last_result = p.failure == ProbeFailure::kNone ? "healthy" : ProbeFailureName(p.failure);
+  r.last_http_status = p.http_status;
+  r.last_latency_us = p.latency_us;
+  r.last_transition_time_ms = s.last_transition_time_ms;
+  r.last_transition_reason = s.last_transition_reason;
+  r.last_error = s.last_error;
+  r.last_error_time_ms = s.last_error_time_ms;
+  r.streak_probe_ids = s.earlier_streak_probe_ids;
+  r.streak_probe_ids.push_back(p.probe_id);
+  if (r.status != before) {
+    result.change =
+        HealthChange{r.provider_id, p.time_ms,         before, r.status, r.last_transition_reason,
+                     p.seq,         r.streak_probe_ids};
+  }
+  return result;
+}
+
 }  // namespace
+
+CarriedHealthState CarriedStateOf(const HealthRecord& r) {
+  CarriedHealthState s;
+  s.status = r.status;
+  s.registration_seq = r.registration_seq;
+  s.consecutive_failures = r.consecutive_failures;
+  s.consecutive_successes = r.consecutive_successes;
+  s.last_transition_time_ms = r.last_transition_time_ms;
+  s.last_transition_reason = r.last_transition_reason;
+  s.last_error = r.last_error;
+  s.last_error_time_ms = r.last_error_time_ms;
+  if (!r.streak_probe_ids.empty()) {
+    s.earlier_streak_probe_ids.assign(r.streak_probe_ids.begin(), r.streak_probe_ids.end() - 1);
+  }
+  return s;
+}
 
 FoldResult FoldProbe(HealthRecord& r, const HealthProbe& p) {
   FoldResult result;
   if (p.seq <= r.seq) return result;
+  if (p.state) return AdoptCarried(r, p);
   result.applied = true;
   const HealthStatus before = r.status;
   const bool first_probe = r.seq == 0;

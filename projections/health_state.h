@@ -12,6 +12,13 @@
 //
 // Unavailable providers are probed with backoff base·2ⁿ (n = failures beyond the threshold) up
 // to the maximum; every other state at the interval (ProbeDelay).
+//
+// Truncation-safe (probe retention, HEALTH_EVENTS_RETENTION): the prober folds each probe on its
+// in-memory record and writes the result into the event (health_probed v3 `state`,
+// CarriedStateOf). Folding a probe that carries a state takes it instead of recomputing, so the
+// record after a probe depends on that probe alone, and folding any suffix of the log that holds
+// a provider's latest probe gives the live record. Probes without a state (v1/v2, written before
+// the upgrade) are folded as above, from the record.
 #pragma once
 
 #include <chrono>
@@ -53,8 +60,14 @@ struct FoldResult {
   std::optional<HealthChange> change;  // set when the status changed
 };
 
-// Folds `probe` into `record` (whose provider_id it must match). Deterministic.
+// Folds `probe` into `record` (whose provider_id it must match). Deterministic. A probe with a
+// `state` sets the record to it (plus what the probe itself says); one without is folded by the
+// rules above.
 FoldResult FoldProbe(HealthRecord& record, const HealthProbe& probe);
+
+// What `record` (just folded from a probe) carries in that probe's event: the prober sets
+// `probe.state = CarriedStateOf(record)` after FoldProbe.
+CarriedHealthState CarriedStateOf(const HealthRecord& record);
 
 // The delay before the next probe, before jitter: `interval`, or for Unavailable providers
 // base_backoff·2ⁿ capped at max_backoff, n = failures beyond the threshold that tripped it.

@@ -6,6 +6,17 @@
 #include "projections/registry_projection.h"
 
 namespace dcm {
+namespace {
+
+// The live audit index sweeps expired probes (a clock and a window given); rebuilds do not.
+std::unique_ptr<Projection> MakeAudit(const ProjectionDeps& d) {
+  return std::make_unique<AuditProjection>(d.store, d.topics->Providers(), d.metrics,
+                                           AuditRetention{.probes_topic = d.topics->HealthProbes(),
+                                                          .window = d.health_events_retention,
+                                                          .clock = d.clock});
+}
+
+}  // namespace
 
 std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
   // Fold costs from `rebuild_bench rebuild --only NAME` on the benchmark log (2026-11-23, before
@@ -20,16 +31,19 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
        .make =
            [](const ProjectionDeps& d) {
              return std::make_unique<RegistryProjection>(d.store, d.provider_waiters, d.metrics);
-           }},
+           },
+       .expires = nullptr},
       {.name = HealthProjection::kName,
        .prefix = HealthProjection::kPrefix,
-       .topics = {topics.Health()},
+       // Transitions (and pre-upgrade probes) on dcm.health, probes on the probes topic.
+       .topics = {topics.Health(), topics.HealthProbes()},
        .fold_cost = 1,
        .as_of = true,
        .make =
            [](const ProjectionDeps& d) {
              return std::make_unique<HealthProjection>(d.store, d.metrics);
-           }},
+           },
+       .expires = &HealthRecordExpires},
       {.name = InstanceProjection::kName,
        .prefix = InstanceProjection::kPrefix,
        .topics = {topics.Instances()},
@@ -38,7 +52,8 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
        .make =
            [](const ProjectionDeps& d) {
              return std::make_unique<InstanceProjection>(d.store, d.instance_waiters, d.metrics);
-           }},
+           },
+       .expires = nullptr},
       {.name = SpStatusProjection::kName,
        .prefix = SpStatusProjection::kPrefix,
        .topics = {topics.Status()},
@@ -47,17 +62,18 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
        .make =
            [](const ProjectionDeps& d) {
              return std::make_unique<SpStatusProjection>(d.store, d.metrics);
-           }},
+           },
+       .expires = nullptr},
       // The audit index reads every event topic (SPEC §3.4).
       {.name = AuditProjection::kName,
        .prefix = AuditProjection::kPrefix,
        .topics = topics.EventTopics(),
        .fold_cost = 1,
        .as_of = false,
-       .make =
-           [](const ProjectionDeps& d) {
-             return std::make_unique<AuditProjection>(d.store, d.topics->Providers(), d.metrics);
-           }},
+       .make = &MakeAudit,
+       .expires = [probes = topics.HealthProbes()](
+                      std::string_view key, std::string_view,
+                      int64_t cutoff) { return AuditKeyExpires(key, probes, cutoff); }},
   };
 }
 

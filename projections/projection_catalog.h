@@ -24,6 +24,7 @@
 #include "projections/outcome_waiters.h"
 #include "projections/projection.h"
 #include "projections/store.h"
+#include "src/common/clock.h"
 #include "src/common/config.h"
 #include "src/common/metrics.h"
 
@@ -37,6 +38,10 @@ struct ProjectionDeps {
   Metrics* metrics = nullptr;
   OutcomeWaiters* provider_waiters = nullptr;  // HTTP provider writes waiting for an outcome
   OutcomeWaiters* instance_waiters = nullptr;  // HTTP instance writes waiting for an outcome
+  // Probe retention (HEALTH_EVENTS_RETENTION): the live audit index sweeps expired probes with
+  // this clock. Null clock (rebuilds, time travel): nothing is swept.
+  std::chrono::milliseconds health_events_retention{0};
+  const Clock* clock = nullptr;
 };
 
 struct ProjectionEntry {
@@ -56,6 +61,11 @@ struct ProjectionEntry {
   // the log itself (the audit index) are not.
   bool as_of = false;
   std::function<std::unique_ptr<Projection>(const ProjectionDeps&)> make;
+  // Entries that follow events with a retention (probes, HEALTH_EVENTS_RETENTION): true when the
+  // entry (key, value) depends on events older than `cutoff_ms`, which a rebuild from what Kafka
+  // still holds may lack. `dcm projections verify` leaves such entries out on both sides. Null:
+  // every entry is compared.
+  std::function<bool(std::string_view key, std::string_view value, int64_t cutoff_ms)> expires;
 
   // The `topic` of /admin/projections: the one topic, or "*" for a projection of several.
   std::string TopicLabel() const { return topics.size() == 1 ? topics.front() : "*"; }

@@ -69,6 +69,13 @@ void StoreBatch::PutUnread(std::string_view key, std::string_view value) {
 
 void StoreBatch::Delete(std::string_view key) { Track(key, std::nullopt); }
 
+void StoreBatch::DeleteRange(std::string_view begin, std::string_view end) {
+  batch_
+      ->DeleteRange(rocksdb::Slice(begin.data(), begin.size()),
+                    rocksdb::Slice(end.data(), end.size()))
+      .PermitUncheckedError();  // in-memory append, like PutUnread
+}
+
 size_t StoreBatch::Count() const { return batch_->Count() + pending_.size(); }
 
 void StoreBatch::Clear() {
@@ -268,7 +275,7 @@ std::optional<std::string> Store::Problem() const {
   return std::nullopt;
 }
 
-Result<std::string> Store::Digest(std::string_view prefix) const {
+Result<std::string> Store::Digest(std::string_view prefix, const KeyFilter& skip) const {
   // Two independent FNV-1a style 64-bit lanes over length-prefixed keys and values.
   uint64_t a = 0xcbf29ce484222325ULL, b = 0x84222325cbf29ce4ULL;
   uint64_t count = 0;
@@ -286,6 +293,7 @@ Result<std::string> Store::Digest(std::string_view prefix) const {
     mix_bytes(bytes);
   };
   RETURN_IF_ERROR(Scan(prefix, "", [&](std::string_view k, std::string_view v) {
+    if (skip && skip(k, v)) return true;
     mix(k);
     mix(v);
     ++count;
@@ -361,7 +369,8 @@ Status Store::FinishBulk(bool compact) {
 }
 
 Result<std::optional<KeyDifference>> Store::FirstDifference(const Store& left, const Store& right,
-                                                            std::string_view prefix) {
+                                                            std::string_view prefix,
+                                                            const KeyFilter& skip) {
   const rocksdb::Slice start(prefix.data(), prefix.size());
   std::unique_ptr<rocksdb::Iterator> a(left.db_->NewIterator(rocksdb::ReadOptions()));
   std::unique_ptr<rocksdb::Iterator> b(right.db_->NewIterator(rocksdb::ReadOptions()));
@@ -369,7 +378,16 @@ Result<std::optional<KeyDifference>> Store::FirstDifference(const Store& left, c
     return it.Valid() && it.key().starts_with(start);
   };
   auto text = [](const rocksdb::Slice& s) { return std::string(s.data(), s.size()); };
+  auto pass_skipped = [&](rocksdb::Iterator& it) {
+    while (skip && in_prefix(it) &&
+           skip(std::string_view(it.key().data(), it.key().size()),
+                std::string_view(it.value().data(), it.value().size()))) {
+      it.Next();
+    }
+  };
   for (a->Seek(start), b->Seek(start);; a->Next(), b->Next()) {
+    pass_skipped(*a);
+    pass_skipped(*b);
     const bool has_a = in_prefix(*a), has_b = in_prefix(*b);
     if (!has_a && !has_b) break;
     const int order = !has_a ? 1 : !has_b ? -1 : a->key().compare(b->key());

@@ -59,6 +59,10 @@ class StoreBatch {
   // it once written in live mode.
   void PutUnread(std::string_view key, std::string_view value);
   void Delete(std::string_view key);
+  // Deletes every key in [begin, end) when written: one range tombstone, however many keys (the
+  // audit index's expired probe entries). Like PutUnread, Get does not see it through this batch;
+  // not for bulk-load stores.
+  void DeleteRange(std::string_view begin, std::string_view end);
   size_t Count() const;
   void Clear();
 
@@ -128,9 +132,12 @@ class Store {
   Status Scan(std::string_view prefix, std::string_view start_after,
               const std::function<bool(std::string_view, std::string_view)>& fn) const;
 
-  // A digest of every key and value under `prefix` (hex). Two stores with equal digests hold
-  // byte-identical state (SPEC §5.4).
-  Result<std::string> Digest(std::string_view prefix) const;
+  // Keys left out of a digest or comparison (true: skip it).
+  using KeyFilter = std::function<bool(std::string_view key, std::string_view value)>;
+
+  // A digest of every key and value under `prefix` (hex), but those `skip` says. Two stores with
+  // equal digests hold byte-identical state (SPEC §5.4).
+  Result<std::string> Digest(std::string_view prefix, const KeyFilter& skip = {}) const;
 
   // Flushes and compacts after a bulk load, so the store is ready to serve: the memtables' data
   // is compacted into level 1 while the tracked keys are written as one sorted table file, which
@@ -144,7 +151,8 @@ class Store {
   // The first key under `prefix`, in key order, whose value differs between `left` and `right`
   // (or that only one of them holds); nullopt when both hold byte-identical state there.
   static Result<std::optional<KeyDifference>> FirstDifference(const Store& left, const Store& right,
-                                                              std::string_view prefix);
+                                                              std::string_view prefix,
+                                                              const KeyFilter& skip = {});
   // The distinct first key segments (up to and including the first '/', or the whole key when
   // it has none) present in the store, in key order: "au/", "dec/", "__offset/" ... One seek per
   // segment, so it is cheap on a large store.

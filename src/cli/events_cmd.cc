@@ -78,8 +78,7 @@ Outcome<std::optional<int64_t>> ParseTimeFlag(const std::string& flag, const std
 std::vector<std::string> DefaultTopics(const std::string& prefix) {
   Topics t;
   t.prefix = prefix;
-  return {t.ProviderRequests(), t.Providers(), t.Health(),
-          t.InstanceRequests(), t.Instances(), t.Status()};
+  return t.EventTopics();
 }
 
 struct ServerInfo {

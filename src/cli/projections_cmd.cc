@@ -22,6 +22,7 @@
 #include "consumers/rebuild.h"
 #include "src/cli/commands.h"
 #include "src/common/log.h"
+#include "src/common/time_format.h"
 
 namespace dcm::cli {
 namespace {
@@ -39,6 +40,8 @@ struct ProjectionsFlags {
   // Seconds without a single event while short of the targets before giving up (never hang).
   int timeout_s = 30;
   std::string log_level = "warn";
+  // SPEC §7: probe entries younger than this are compared; older ones may be gone from Kafka.
+  std::string health_events_retention = "168h";
   std::vector<std::string> extras;  // unknown arguments: exit 2, like every other bad flag
 };
 
@@ -172,6 +175,9 @@ class ProjectionsRun {
   int Run() {
     InitLogging(flags_.log_level);
     if (auto error = CheckFlags()) return Fail(verb_, *error);
+    auto retention = ParseHealthEventsRetention(flags_.health_events_retention);
+    if (!retention) return Fail(verb_, retention.error().message);
+    retention_ = *retention;
     KafkaOptions kafka;
     if (auto error = KafkaFor(kafka)) return Fail(verb_, *error);
     topics_.prefix = flags_.topic_prefix;
@@ -191,6 +197,7 @@ class ProjectionsRun {
     if (auto finished = Finish(*result); !finished) {
       return CleanUpAndFail(finished.error().message);
     }
+    cutoff_ms_ = CompareCutoff();
     auto mismatch = Compare(*result);
     if (!mismatch) return CleanUpAndFail(mismatch.error().message);
     End();
@@ -260,6 +267,7 @@ class ProjectionsRun {
     RebuildOptions options;
     options.kafka = kafka;
     options.stall_timeout_ms = flags_.timeout_s * 1000;
+    options.windowed_topics = {topics_.HealthProbes()};
     options.metadata_timeout_ms = std::min(10000, options.stall_timeout_ms);
     if (!flags_.no_progress) options.on_progress = ProgressPrinter(isatty(STDERR_FILENO) == 1);
     return Rebuilder(options, side_.get()).Run(sources);
@@ -286,6 +294,26 @@ class ProjectionsRun {
     return OkStatus();
   }
 
+  // Probe events have a retention (SPEC §7): Kafka keeps those younger than the retention, the
+  // live audit index sweeps older ones, and a health record follows its latest probe. So entries
+  // that depend on probes older than now - retention + margin are compared on neither side. The
+  // margin (a tenth of the retention, at most 5 min) covers clocks that disagree between hosts
+  // and the broker's segment-wise deletion; "now" is taken after the rebuild, so nothing Kafka
+  // dropped while it ran is compared.
+  int64_t CompareCutoff() const {
+    const auto margin =
+        std::min<std::chrono::milliseconds>(retention_ / 10, std::chrono::minutes(5));
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const int64_t cutoff = now_ms - retention_.count() + margin.count();
+    if (live_) {
+      printf("probe retention %s: probe entries and health records older than %s not compared\n",
+             flags_.health_events_retention.c_str(), FormatRfc3339Millis(cutoff).c_str());
+    }
+    return cutoff;
+  }
+
   // One line per projection: its rebuilt digest, or live against rebuilt. True: a mismatch.
   Result<bool> Compare(const RebuildResult& result) const {
     bool mismatch = false;
@@ -299,7 +327,7 @@ class ProjectionsRun {
         printf("%s rebuilt=%s\n", line.c_str(), rebuilt.c_str());
         continue;
       }
-      ASSIGN_OR_RETURN(const auto compared, CompareProjection(*live_, *side_, entry));
+      ASSIGN_OR_RETURN(const auto compared, CompareProjection(*live_, *side_, entry, cutoff_ms_));
       PrintComparison(line, compared);
       mismatch = mismatch || !compared.match();
     }
@@ -358,6 +386,8 @@ class ProjectionsRun {
   Metrics metrics_;
   ProjectionSet set_;  // built on side_; declared after it, so destroyed before it
   std::vector<size_t> selected_;
+  std::chrono::milliseconds retention_{0};
+  int64_t cutoff_ms_ = 0;
 };
 
 int Run(const ProjectionsFlags& flags, bool verify) { return ProjectionsRun(flags, verify).Run(); }
@@ -389,6 +419,10 @@ void AddFlags(CLI::App* cmd, ProjectionsFlags& flags) {
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   cmd->add_option("--log-level", flags.log_level, "debug, info, warn or error")
+      ->capture_default_str();
+  cmd->add_option("--health-events-retention", flags.health_events_retention,
+                  "dcm serve's probe retention: older probe entries are not compared")
+      ->envname("HEALTH_EVENTS_RETENTION")
       ->capture_default_str();
 }
 

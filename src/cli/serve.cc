@@ -39,6 +39,7 @@ struct ServeFlags {
   std::string health_timeout = "5s";
   std::string health_base_backoff = "10s";
   std::string health_max_backoff = "5m";
+  std::string health_events_retention = "168h";  // SPEC §7
   // Instances (SPEC §2, §3.3).
   std::string operation_timeout = "30s";
   std::string cleanup_interval = "1m";
@@ -106,6 +107,8 @@ Result<ServeSettings> ResolveFlags(const ServeFlags& flags) {
   config.outbound.allow_cidrs = SplitList(flags.outbound_allow);
   config.outbound.deny_cidrs = SplitList(flags.outbound_deny);
   RETURN_IF_ERROR(ParseDurations(flags, settings));
+  ASSIGN_OR_RETURN(config.health_events_retention,
+                   ParseHealthEventsRetention(flags.health_events_retention));
   RETURN_IF_ERROR(ValidateConfig(config));
   if (config.dev && config.kafka_brokers.empty() && !flags.fetch_wait_given) {
     // The mock answers an empty fetch only after the full long-poll, so every consumer hop costs
@@ -373,6 +376,11 @@ void RegisterHealthCheckFlags(CLI::App* cmd, ServeFlags& flags) {
                   "Simultaneous TLS handshakes of the prober")
       ->envname("HEALTH_CHECK_MAX_TLS_HANDSHAKES")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--health-events-retention", flags.health_events_retention,
+                  "How long probe events are kept (Kafka topic <prefix>health-probes, audit "
+                  "index); transitions are kept forever")
+      ->envname("HEALTH_EVENTS_RETENTION")
       ->capture_default_str();
   cmd->add_flag("--health-check,!--no-health-check", c.health.enabled,
                 "Probe providers from this instance (--no-health-check: only serve health states)")

@@ -129,12 +129,15 @@ Status AddProducers(ServeParts& parts) {
 // One runner per catalog entry, each a component with the readiness check projection:NAME.
 void AddProjections(ServeParts& parts) {
   const Topics& topics = parts.config.topics;
-  parts.projections = BuildProjections(ProjectionCatalog(topics),
-                                       ProjectionDeps{.store = parts.store.get(),
-                                                      .topics = &topics,
-                                                      .metrics = &parts.metrics,
-                                                      .provider_waiters = &parts.provider_waiters,
-                                                      .instance_waiters = &parts.instance_waiters});
+  parts.projections = BuildProjections(
+      ProjectionCatalog(topics),
+      ProjectionDeps{.store = parts.store.get(),
+                     .topics = &topics,
+                     .metrics = &parts.metrics,
+                     .provider_waiters = &parts.provider_waiters,
+                     .instance_waiters = &parts.instance_waiters,
+                     .health_events_retention = parts.config.health_events_retention,
+                     .clock = &SystemClock::Instance()});
   for (size_t i = 0; i < parts.projections.entries.size(); ++i) {
     const ProjectionEntry& entry = parts.projections.entries[i];
     RunnerOptions options{entry.topics.front(), topics.DeadLetter(), parts.kafka};
@@ -247,6 +250,7 @@ void AddProber(ServeParts& parts) {
   if (!config.health.enabled) return;
   ProberOptions options;
   options.health_topic = config.topics.Health();
+  options.probes_topic = config.topics.HealthProbes();
   options.group_id = config.topics.prefix + "prober";
   options.source = "dcm/prober/" + config.instance_id;
   options.health = config.health;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "src/common/duration.h"
 #include "src/common/url.h"
 
 namespace dcm {
@@ -19,6 +20,20 @@ std::vector<std::string> SplitList(const std::string& text) {
     start = end + 1;
   }
   return out;
+}
+
+Result<std::chrono::milliseconds> ParseHealthEventsRetention(std::string_view text) {
+  auto parsed = ParseGoDuration(text);
+  if (!parsed) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "HEALTH_EVENTS_RETENTION: " + parsed.error().message);
+  }
+  if (*parsed < std::chrono::seconds(1)) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "HEALTH_EVENTS_RETENTION must be at least 1s, got '" + std::string(text) + "'");
+  }
+  return *parsed;
 }
 
 namespace {
@@ -131,6 +146,9 @@ Status ValidateConfig(const Config& c) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "--max-connections must be >= 1, --heavy-read-threads 0..256, "
                      "--heavy-read-queue >= 1 and --heavy-read-timeout positive");
+  }
+  if (c.health_events_retention < std::chrono::seconds(1)) {
+    return MakeError(ErrorCode::kInvalidArgument, "HEALTH_EVENTS_RETENTION must be at least 1s");
   }
   if (h.max_in_flight < 1 || h.max_tls_handshakes < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "probe concurrency limits must be >= 1");

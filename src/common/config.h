@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/common/result.h"
@@ -22,11 +23,15 @@ struct Topics {
   std::string InstanceRequests() const { return prefix + "instance-requests"; }
   std::string Instances() const { return prefix + "instances"; }
   std::string Status() const { return prefix + "status"; }
+  // Health transitions (health_changed; before issue #13 also the probes): kept forever.
   std::string Health() const { return prefix + "health"; }
+  // Probe events (health_probed v3): kept for HEALTH_EVENTS_RETENTION only (SPEC §7).
+  std::string HealthProbes() const { return prefix + "health-probes"; }
   std::string DeadLetter() const { return prefix + "dead-letter"; }
   // Every topic that holds events (not the dead-letter topic): what the audit index reads.
   std::vector<std::string> EventTopics() const {
-    return {ProviderRequests(), Providers(), Health(), InstanceRequests(), Instances(), Status()};
+    return {ProviderRequests(), Providers(), Health(), HealthProbes(),
+            InstanceRequests(), Instances(), Status()};
   }
 };
 
@@ -209,6 +214,10 @@ struct Config {
   // Identity of this instance in logs, /admin/info and event `source`s. Default: host:port.
   std::string instance_id;
   HealthCheckConfig health;
+  // How long probe events are kept (HEALTH_EVENTS_RETENTION, SPEC §7): `retention.ms` of the
+  // probes topic when dcm creates it, and the age past which the audit index drops them. Health
+  // transitions and every other event are kept forever. 168h = a week of probes to audit.
+  std::chrono::milliseconds health_events_retention{std::chrono::hours(168)};
   InstanceConfig instances;
   AuthConfig auth;
   ApiTlsConfig tls;
@@ -223,6 +232,10 @@ struct Config {
 
 // Parses a comma-separated list, trimming blanks and dropping empty items.
 std::vector<std::string> SplitList(const std::string& text);
+
+// HEALTH_EVENTS_RETENTION: a Go duration of at least 1s ("168h", "2m"); anything else is an
+// error naming the setting.
+Result<std::chrono::milliseconds> ParseHealthEventsRetention(std::string_view text);
 
 // Checks values that flags alone cannot (startup config errors are fatal, with this message),
 // including SPEC §6's secure default: outside --dev, no auth setting and no AUTH_DISABLED=true

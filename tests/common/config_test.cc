@@ -165,6 +165,31 @@ TEST(TopicsTest, NamesFollowThePrefix) {
   EXPECT_EQ(t.Providers(), "test.providers");
 }
 
+TEST(HealthEventsRetentionTest, ReadsGoDurationsLikeTheDefaultAndTheSoakWindow) {
+  EXPECT_EQ(ParseHealthEventsRetention("168h").value(), std::chrono::hours(168));
+  EXPECT_EQ(ParseHealthEventsRetention("2m").value(), std::chrono::minutes(2));
+  EXPECT_EQ(ParseHealthEventsRetention("1h30m").value(), std::chrono::minutes(90));
+  EXPECT_EQ(ParseHealthEventsRetention("1s").value(), std::chrono::seconds(1));
+  EXPECT_EQ(Config().health_events_retention, std::chrono::hours(168));
+}
+
+TEST(HealthEventsRetentionTest, RefusesWhatIsNotADurationOfAtLeastOneSecond) {
+  for (const char* bad : {"", "0", "500ms", "-1h", "7d", "forever", "168", "1e3h"}) {
+    auto parsed = ParseHealthEventsRetention(bad);
+    ASSERT_FALSE(parsed.has_value()) << bad;
+    EXPECT_EQ(parsed.error().code, ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(parsed.error().message.find("HEALTH_EVENTS_RETENTION"), std::string::npos) << bad;
+  }
+}
+
+TEST(HealthEventsRetentionTest, ValidateConfigRefusesARetentionUnderOneSecond) {
+  Config c = DevConfig();
+  c.health_events_retention = std::chrono::milliseconds(999);
+  auto status = ValidateConfig(c);
+  ASSERT_FALSE(status.has_value());
+  EXPECT_NE(status.error().message.find("HEALTH_EVENTS_RETENTION"), std::string::npos);
+}
+
 }  // namespace
 TEST(ValidateConfigTest, RejectsLimitsOutOfRange) {
   for (auto change : std::vector<std::function<void(LimitsConfig&)>>{

@@ -28,12 +28,21 @@ TEST(ProjectTopicsTest, TopicsThatSplitWorkOrTakeSpWritesHaveThePartitionsFlag) 
   config.partitions = 8;
   config.topics.prefix = "t.";
   const auto topics = PartitionsByTopic(config);
-  for (const auto& name : {config.topics.Health(), config.topics.InstanceRequests(),
-                           config.topics.Instances(), config.topics.Status()}) {
+  for (const auto& name :
+       {config.topics.Health(), config.topics.HealthProbes(), config.topics.InstanceRequests(),
+        config.topics.Instances(), config.topics.Status()}) {
     ASSERT_EQ(topics.count(name), 1u) << name;
     EXPECT_EQ(topics.at(name), 8) << name;
   }
-  EXPECT_EQ(topics.size(), 7u);
+  EXPECT_EQ(topics.size(), 8u);
+}
+
+TEST(ProjectTopicsTest, OnlyTheProbesTopicHasARetentionAndItIsHealthEventsRetention) {
+  Config config;
+  config.health_events_retention = std::chrono::minutes(2);
+  for (const auto& t : ProjectTopics(config)) {
+    EXPECT_EQ(t.retention_ms, t.name == config.topics.HealthProbes() ? 120000 : -1) << t.name;
+  }
 }
 
 }  // namespace

@@ -176,7 +176,7 @@ class FailoverTest(unittest.TestCase):
             wait_until(lambda: all(p.get("id") for p in sim.providers().values()), timeout=30,
                        what="24 providers registered")
             ids = {p["id"] for p in sim.providers().values()}
-            topic = cluster.prefix + "health"
+            topic = cluster.prefix + "health-probes"  # probes; transitions on dcm.health
 
             def both_probe():
                 sources = {e["source"] for evs in probes_of(kafka_events(cluster.bootstrap, topic))

@@ -70,7 +70,7 @@ class DefaultPolicyTest(unittest.TestCase):
             with self.assertRaises(BlockingIOError):
                 listener.accept()  # nobody ever connected
             probes = [e for e in kafka_events(self.cluster.bootstrap,
-                                              f"{self.cluster.prefix}health")
+                                              f"{self.cluster.prefix}health-probes")
                       if e["subject"] == pid and e["type"] == "dcm.provider.health_probed"]
             self.assertTrue(probes)
             self.assertEqual({p["data"]["failure_class"] for p in probes}, {"blocked"})

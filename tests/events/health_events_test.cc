@@ -201,9 +201,9 @@ CloudEvent EncodeAsVersion1(const HealthProbe& p) {
   return e;
 }
 
-TEST(HealthEventsTest, ProbesAreWrittenAsVersion2WithIntegerMicroseconds) {
+TEST(HealthEventsTest, ProbesAreWrittenAsVersion3WithIntegerMicroseconds) {
   const CloudEvent e = EncodeHealthProbe(SampleProbe(), "dcm/prober/x");
-  EXPECT_EQ(e.schema_version, 2);
+  EXPECT_EQ(e.schema_version, 3);
   EXPECT_EQ(e.schema_version, kHealthProbedSchemaVersion);
   EXPECT_NE(e.data.find(R"("latency_us":1234,)"), std::string::npos) << e.data;
   EXPECT_EQ(e.data.find("latency_ms"), std::string::npos) << e.data;
@@ -239,13 +239,69 @@ TEST(HealthEventsTest, Version1ProbeWithoutLatencyDecodesWithZeroLatency) {
 
 TEST(HealthEventsTest, ProbeOfANewerSchemaVersionIsPoisonNamingBothVersions) {
   CloudEvent e = EncodeHealthProbe(SampleProbe(), "x");
-  e.schema_version = 3;
+  e.schema_version = 4;
   auto r = DecodeHealthProbe(e);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
   EXPECT_EQ(r.error().message,
-            "schemaversion 3 of dcm.provider.health_probed is newer than this build reads "
-            "(latest 2)");
+            "schemaversion 4 of dcm.provider.health_probed is newer than this build reads "
+            "(latest 3)");
+}
+
+TEST(HealthEventsTest, AProbeCarryingItsStateRoundTripsAsV3) {
+  HealthProbe p = SampleProbe();
+  p.state = CarriedHealthState{.status = HealthStatus::kUnavailable,
+                               .registration_seq = 4,
+                               .consecutive_failures = 3,
+                               .consecutive_successes = 0,
+                               .last_transition_time_ms = kT0,
+                               .last_transition_reason = "3 consecutive failures (timeout)",
+                               .last_error = "no response",
+                               .last_error_time_ms = kT0,
+                               .earlier_streak_probe_ids = {"p1", "p2"}};
+  const CloudEvent e = EncodeHealthProbe(p, "dcm/prober/a");
+  EXPECT_EQ(e.schema_version, 3);
+  auto decoded = DecodeHealthProbe(e);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, p);
+  p.state->last_error.clear();  // optional members: absent when unset, read back as unset
+  p.state->last_error_time_ms = 0;
+  p.state->earlier_streak_probe_ids.clear();
+  auto again = DecodeHealthProbe(EncodeHealthProbe(p, "dcm/prober/a"));
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(*again, p);
+}
+
+TEST(HealthEventsTest, AMalformedCarriedStateIsPoison) {
+  const CloudEvent good = EncodeHealthProbe(SampleProbe(), "x");
+  const std::string head = good.data.substr(0, good.data.size() - 1);
+  for (
+      const char* state :
+      {R"("nope")",
+       R"({"status":"Sleepy","registration_seq":1,"consecutive_failures":0,)"
+       R"("consecutive_successes":0,"last_transition_time_ms":0,)"
+       R"("earlier_streak_probe_ids":[]})",
+       R"({"status":"Ready","registration_seq":1,"consecutive_failures":-1,)"
+       R"("consecutive_successes":0,"last_transition_time_ms":0,"earlier_streak_probe_ids":[]})",
+       R"({"status":"Ready","registration_seq":1,"consecutive_failures":0,)"
+       R"("consecutive_successes":0,"last_transition_time_ms":0})",
+       R"({"status":"Ready","registration_seq":1,"consecutive_failures":0,)"
+       R"("consecutive_successes":0,"last_transition_time_ms":0,"earlier_streak_probe_ids":[7]})"}) {
+    CloudEvent e = good;
+    e.data = head + R"(,"state":)" + state + "}";
+    auto r = DecodeHealthProbe(e);
+    ASSERT_FALSE(r.has_value()) << state;
+    EXPECT_EQ(r.error().code, ErrorCode::kCorruption) << state;
+  }
+}
+
+TEST(HealthEventsTest, AV2ProbeIsReadAsV3WithoutAState) {
+  CloudEvent e = EncodeHealthProbe(SampleProbe(), "x");
+  e.schema_version = 2;
+  auto r = DecodeHealthProbe(e);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(*r, SampleProbe());
+  EXPECT_FALSE(r->state.has_value());
 }
 
 TEST(HealthEventsTest, HealthChangedStaysAtVersion1AndRejectsVersion2) {

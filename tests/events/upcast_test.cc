@@ -171,19 +171,19 @@ TEST(UpcasterTest, CreateRejectsChainsThatDoNotStartAtOneOrHaveGaps) {
 
 // --- the built-in chain ------------------------------------------------------------------------
 
-TEST(BuiltInUpcasterTest, KnowsHealthProbedAtVersion2AndEveryOtherTypeAtVersion1) {
+TEST(BuiltInUpcasterTest, KnowsHealthProbedAtVersion3AndEveryOtherTypeAtVersion1) {
   ASSERT_TRUE(Upcaster::Create(BuiltInUpcastSteps()).has_value());
-  EXPECT_EQ(LatestSchemaVersion(event_type::kHealthProbed), 2);
+  EXPECT_EQ(LatestSchemaVersion(event_type::kHealthProbed), 3);
   EXPECT_EQ(LatestSchemaVersion(event_type::kHealthProbed), kHealthProbedSchemaVersion);
   EXPECT_EQ(LatestSchemaVersion(event_type::kHealthChanged), kHealthChangedSchemaVersion);
   EXPECT_EQ(LatestSchemaVersion(event_type::kRegistered), kProviderEventSchemaVersion);
   EXPECT_EQ(LatestSchemaVersion("dcm.no.such_type"), 1);
 }
 
-TEST(BuiltInUpcasterTest, HealthProbedV1BecomesV2WithMicrosecondsInTheSamePosition) {
+TEST(BuiltInUpcasterTest, HealthProbedV1BecomesV3WithMicrosecondsInTheSamePosition) {
   CloudEvent event = ProbeV1("5000.125");
   ASSERT_TRUE(UpcastToLatest(event).has_value());
-  EXPECT_EQ(event.schema_version, 2);
+  EXPECT_EQ(event.schema_version, 3);  // v2's data: v3 only adds the optional state
   EXPECT_EQ(event.data,
             R"({"provider_id":"a","seq":3,"registration_seq":1,"url":"http://a/health",)"
             R"("failure_class":null,"http_status":200,"latency_us":5000125,)"

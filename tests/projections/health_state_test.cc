@@ -326,5 +326,99 @@ TEST(HealthStateTest, ReplayingTheSameProbesWithDuplicatesGivesTheSameRecord) {
   EXPECT_EQ(replayed, live.record_);
 }
 
+// Probe retention (HEALTH_EVENTS_RETENTION): the prober's events carry the state they fold to
+// (health_probed v3), as ProbeScheduler::Complete writes them.
+std::vector<HealthProbe> CarryingStates(const std::vector<HealthProbe>& probes,
+                                        HealthRecord& record) {
+  std::vector<HealthProbe> out;
+  for (HealthProbe p : probes) {
+    FoldProbe(record, p);
+    p.state = CarriedStateOf(record);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+HealthRecord FoldFrom(const std::vector<HealthProbe>& probes, size_t from, size_t to) {
+  HealthRecord r;
+  for (size_t i = from; i < to; ++i) FoldProbe(r, probes[i]);
+  return r;
+}
+
+// Thresholds 3/2, registrations changing, every kind of result: every branch of the fold.
+std::vector<HealthProbe> RandomProbes(uint32_t seed, int n) {
+  std::mt19937 random(seed);
+  Folder live(3, 2);
+  const ProbeFailure choices[] = {kHealthy, kHealthy, kTimeout, kUnhealthy, ProbeFailure::kConnect};
+  for (int i = 0; i < n; ++i) live.Next(choices[random() % 5], 1 + i / 60);
+  return live.probes_;
+}
+
+TEST(HealthStateTest, FoldingAnySuffixOfCarryingProbesGivesTheLiveRecord) {
+  HealthRecord live;
+  const auto probes = CarryingStates(RandomProbes(11, 240), live);
+  EXPECT_EQ(FoldFrom(probes, 0, probes.size()), live);
+  for (size_t end : {size_t{1}, size_t{7}, size_t{61}, size_t{150}, probes.size()}) {
+    const HealthRecord at_end = FoldFrom(probes, 0, end);
+    for (size_t start = 0; start < end; ++start) {
+      ASSERT_EQ(FoldFrom(probes, start, end), at_end) << "suffix [" << start << ", " << end << ")";
+    }
+  }
+}
+
+TEST(HealthStateTest, AProbeCarryingItsStateFoldsToWhatThePureFoldComputes) {
+  const auto plain = RandomProbes(23, 300);
+  HealthRecord live;
+  const auto carrying = CarryingStates(plain, live);
+  HealthRecord pure, adopted;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    const auto a = FoldProbe(pure, plain[i]);
+    const auto b = FoldProbe(adopted, carrying[i]);
+    ASSERT_EQ(adopted, pure) << "probe " << i;
+    ASSERT_EQ(a.applied, b.applied);
+    ASSERT_EQ(a.change.has_value(), b.change.has_value()) << "probe " << i;
+    if (a.change) {
+      EXPECT_EQ(a.change->to, b.change->to);
+      EXPECT_EQ(a.change->reason, b.change->reason);
+      EXPECT_EQ(a.change->probe_ids, b.change->probe_ids);
+    }
+  }
+}
+
+TEST(HealthStateTest, CarryingProbesIgnoreDuplicatesAndOlderCopies) {
+  HealthRecord live;
+  const auto probes = CarryingStates(RandomProbes(5, 120), live);
+  std::mt19937 random(3);
+  HealthRecord replayed;
+  for (size_t i = 40; i < probes.size(); ++i) {  // a suffix, with copies
+    FoldProbe(replayed, probes[i]);
+    if (random() % 3 == 0) FoldProbe(replayed, probes[i]);
+    if (random() % 4 == 0) FoldProbe(replayed, probes[i - 1 - random() % 10]);
+  }
+  EXPECT_EQ(replayed, live);
+}
+
+// An upgraded deployment: probes without a state (v1/v2, on dcm.health, kept forever), then the
+// new build's carrying probes (on the probes topic, whose head retention drops).
+TEST(HealthStateTest, AnUpgradedLogFoldsToTheLiveRecordWhateverHeadOfTheNewProbesIsGone) {
+  const auto all = RandomProbes(17, 200);
+  HealthRecord live;
+  std::vector<HealthProbe> old_probes(all.begin(), all.begin() + 90);
+  for (const auto& p : old_probes) FoldProbe(live, p);
+  const auto new_probes =
+      CarryingStates(std::vector<HealthProbe>(all.begin() + 90, all.end()), live);
+  for (size_t dropped = 0; dropped < new_probes.size(); ++dropped) {
+    HealthRecord rebuilt;
+    for (const auto& p : old_probes) FoldProbe(rebuilt, p);
+    for (size_t i = dropped; i < new_probes.size(); ++i) FoldProbe(rebuilt, new_probes[i]);
+    ASSERT_EQ(rebuilt, live) << dropped << " new probes dropped";
+    // The two topics interleave in any order: the new probes first, then the old ones.
+    HealthRecord reordered;
+    for (size_t i = dropped; i < new_probes.size(); ++i) FoldProbe(reordered, new_probes[i]);
+    for (const auto& p : old_probes) FoldProbe(reordered, p);
+    ASSERT_EQ(reordered, live) << dropped << " new probes dropped, topics reordered";
+  }
+}
+
 }  // namespace
 }  // namespace dcm

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -62,8 +63,23 @@ TEST(ProjectionCatalogTest, ServesTheFiveProjectionsInServeOrder) {
   }
   EXPECT_EQ(names,
             (std::vector<std::string>{"registry", "health", "instances", "sp-status", "audit"}));
-  EXPECT_EQ(labels, (std::vector<std::string>{"dcm.providers", "dcm.health", "dcm.instances",
-                                              "dcm.status", "*"}));
+  EXPECT_EQ(labels,
+            (std::vector<std::string>{"dcm.providers", "*", "dcm.instances", "dcm.status", "*"}));
+}
+
+TEST(ProjectionCatalogTest, HealthFoldsTransitionsAndProbesAndOnlyProbeStateExpires) {
+  const Topics topics;
+  for (const auto& entry : ProjectionCatalog(topics)) {
+    if (entry.name == "health") {
+      EXPECT_EQ(entry.topics, (std::vector<std::string>{"dcm.health", "dcm.health-probes"}));
+    }
+    if (entry.name == "audit") {
+      EXPECT_NE(std::find(entry.topics.begin(), entry.topics.end(), "dcm.health-probes"),
+                entry.topics.end());
+    }
+    EXPECT_EQ(static_cast<bool>(entry.expires), entry.name == "health" || entry.name == "audit")
+        << entry.name;
+  }
 }
 
 TEST(ProjectionCatalogTest, TimeTravelFoldsStateNotTheAuditIndex) {
