@@ -87,20 +87,24 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
   const int32_t partition =
       partitions_ > 0 ? KeyPartition(request.subject, partitions_) : Producer::kAnyPartition;
   const int64_t deadline = clock_->NowMillis() + limits_.decision_timeout.count();
-  if (!barrier_) {
-    waiters_->Expect(request.id, deadline, std::move(answer));
-    producer_->Produce(
-        requests_topic_, request.subject, std::move(value), {},
-        [waiters = waiters_, watch = &watch_, id = request.id](Result<KafkaPosition> result) {
-          if (result) {
-            watch->Acked(id);
-          } else {
-            waiters->Fail(id, Unacknowledged(result.error()));
-          }
-        },
-        partition);
-    return;
+  if (barrier_) {
+    return SubmitTracked(request, std::move(value), partition, deadline, std::move(answer));
   }
+  waiters_->Expect(request.id, deadline, std::move(answer));
+  producer_->Produce(
+      requests_topic_, request.subject, std::move(value), {},
+      [waiters = waiters_, watch = &watch_, id = request.id](Result<KafkaPosition> result) {
+        if (result) {
+          watch->Acked(id);
+        } else {
+          waiters->Fail(id, Unacknowledged(result.error()));
+        }
+      },
+      partition);
+}
+
+void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value, int32_t partition,
+                                    int64_t deadline, Done answer) {
   auto flight = std::make_shared<PendingWrite>();
   flight->done = std::move(answer);
   waiters_->ExpectPositioned(request.id, deadline,

@@ -51,6 +51,10 @@ class KafkaCommandBus final : public CommandBus {
 
  private:
   void Reap();
+  // Submit with a read barrier: answers once the request's and the outcome's positions are
+  // acknowledged (see above).
+  void SubmitTracked(const CloudEvent& request, std::string value, int32_t partition,
+                     int64_t deadline, Done answer);
 
   Producer* producer_;
   OutcomeWaiters* waiters_;

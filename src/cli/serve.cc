@@ -272,16 +272,6 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
                   "How long a write waits for its outcome before answering 503")
       ->envname("DCM_DECISION_TIMEOUT")
       ->capture_default_str();
-  cmd->add_option("--read-wait", flags.read_wait,
-                  "How long a read waits for this instance to reach its acknowledged writes and "
-                  "?min_position= before answering 503 (0..25s)")
-      ->envname("DCM_READ_WAIT")
-      ->capture_default_str();
-  cmd->add_option("--write-timeout", flags.write_timeout,
-                  "How long a write waits for Kafka's acknowledgement (and any wait once Kafka is "
-                  "unreachable or stalled) before answering 503 with Retry-After")
-      ->envname("DCM_WRITE_TIMEOUT")
-      ->capture_default_str();
   cmd->add_option("--session-timeout-ms", c.group_session_timeout_ms,
                   "Consumer-group session timeout: registrar failover time")
       ->envname("DCM_SESSION_TIMEOUT_MS")
@@ -304,8 +294,18 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("DCM_INSTANCE_ID");
 }
 
-// Bounded per-request cost (SPEC §7).
+// Bounded per-request cost and the waits of reads and writes (SPEC §7).
 void RegisterLimitFlags(CLI::App* cmd, ServeFlags& flags) {
+  cmd->add_option("--read-wait", flags.read_wait,
+                  "How long a read waits for this instance to reach its acknowledged writes and "
+                  "?min_position= before answering 503 (0..25s)")
+      ->envname("DCM_READ_WAIT")
+      ->capture_default_str();
+  cmd->add_option("--write-timeout", flags.write_timeout,
+                  "How long a write waits for Kafka's acknowledgement (and any wait once Kafka is "
+                  "unreachable or stalled) before answering 503 with Retry-After")
+      ->envname("DCM_WRITE_TIMEOUT")
+      ->capture_default_str();
   LimitsConfig& l = flags.config.limits;
   cmd->add_option("--max-connections", l.max_connections,
                   "Open API connections; beyond it 503 (lowered to what the open-files limit "

@@ -30,8 +30,9 @@ struct Topics {
   std::string DeadLetter() const { return prefix + "dead-letter"; }
   // Every topic that holds events (not the dead-letter topic): what the audit index reads.
   std::vector<std::string> EventTopics() const {
-    return {ProviderRequests(), Providers(), Health(), HealthProbes(),
-            InstanceRequests(), Instances(), Status()};
+    // Append new topics at the end: DCM-Position tokens number topics by their index here.
+    return {ProviderRequests(), Providers(), Health(),      InstanceRequests(),
+            Instances(),        Status(),    HealthProbes()};
   }
 };
 

@@ -110,7 +110,7 @@ TEST_F(ConsistentReadsTest, AMinPositionReachedAnswersWithAPositionCoveringIt) {
 }
 
 TEST_F(ConsistentReadsTest, AMalformedMinPositionIs400AndRunsNothing) {
-  for (const std::string bad : {"!", "AQ==", "Ag", "AQYAAQ"}) {
+  for (const std::string bad : {"!", "AQ==", "Ag", "AR8AAQ"}) {
     answers_.clear();
     Read(ReadServedBy::kProviders, Get(bad));
     ASSERT_EQ(answers_.size(), 1u) << bad;
