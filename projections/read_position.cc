@@ -1,68 +1,21 @@
 #include "projections/read_position.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <tuple>
+
+#include "src/common/base64url.h"
 
 namespace dcm {
 namespace {
 
 constexpr uint8_t kVersion = 1;
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-constexpr std::array<int8_t, 256> MakeReverse() {
-  std::array<int8_t, 256> table{};
-  for (auto& v : table) v = -1;
-  for (int i = 0; i < 64; ++i) {
-    table[static_cast<unsigned char>(kAlphabet[i])] = static_cast<int8_t>(i);
-  }
-  return table;
-}
-constexpr std::array<int8_t, 256> kReverse = MakeReverse();
-
 void PutVarint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
     out.push_back(static_cast<char>((v & 0x7F) | 0x80));
     v >>= 7;
   }
   out.push_back(static_cast<char>(v));
-}
-
-// Unpadded base64url.
-std::string Base64Url(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() * 4 + 2) / 3);
-  uint32_t buffer = 0;
-  int bits = 0;
-  for (unsigned char c : bytes) {
-    buffer = (buffer << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(kAlphabet[(buffer >> bits) & 0x3F]);
-    }
-  }
-  if (bits > 0) out.push_back(kAlphabet[(buffer << (6 - bits)) & 0x3F]);
-  return out;
-}
-
-// The bytes of unpadded base64url `text`; false on anything else (one encoding per string).
-bool FromBase64Url(std::string_view text, std::string& out) {
-  if (text.size() % 4 == 1) return false;
-  uint32_t buffer = 0;
-  int bits = 0;
-  for (unsigned char c : text) {
-    const int8_t sextet = kReverse[c];
-    if (sextet < 0) return false;
-    buffer = (buffer << 6) | static_cast<uint32_t>(sextet);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  return (buffer & ((1u << bits) - 1)) == 0;
 }
 
 // Reads a varint of at most `max` from `in` at `*at`; false if truncated, overlong or too big.
@@ -119,13 +72,14 @@ std::string EncodePosition(const ReadPosition& position) {
     PutVarint(bytes, static_cast<uint64_t>(e.partition));
     PutVarint(bytes, static_cast<uint64_t>(e.next));
   }
-  return Base64Url(bytes);
+  return Base64UrlEncode(bytes);
 }
 
 Result<ReadPosition> DecodePosition(std::string_view token, size_t topic_count) {
   if (token.size() > kMaxPositionTokenBytes) return tl::unexpected(Malformed("too long"));
-  std::string bytes;
-  if (!FromBase64Url(token, bytes)) return tl::unexpected(Malformed("not base64url"));
+  auto decoded = Base64UrlDecode(token);
+  if (!decoded) return tl::unexpected(Malformed("not base64url"));
+  const std::string& bytes = *decoded;
   if (bytes.empty() || static_cast<uint8_t>(bytes[0]) != kVersion) {
     return tl::unexpected(Malformed("unknown version"));
   }

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "src/auth/base64url.h"
 #include "src/auth/json_util.h"
 #include "src/auth/jwk_pem.h"
+#include "src/common/base64url.h"
 
 namespace dcm::auth {
 namespace {

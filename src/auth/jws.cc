@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "src/auth/base64url.h"
 #include "src/auth/json_util.h"
+#include "src/common/base64url.h"
 
 namespace dcm::auth {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "src/auth/base64url.h"
+#include "src/common/base64url.h"
 #include "tests/auth/test_tokens.h"
 
 namespace dcm::auth {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <mutex>
 
-#include "src/auth/base64url.h"
+#include "src/common/base64url.h"
 
 namespace dcm::testing {
 namespace {
@@ -42,7 +42,7 @@ std::string BnParam(EVP_PKEY* key, const char* name, int width = 0) {
   std::string bytes(width > 0 ? width : BN_num_bytes(bn.get()), '\0');
   BN_bn2binpad(bn.get(), reinterpret_cast<unsigned char*>(bytes.data()),
                static_cast<int>(bytes.size()));
-  return auth::Base64UrlEncode(bytes);
+  return Base64UrlEncode(bytes);
 }
 
 TestKey MakeKey(TestKeyType type) {
@@ -153,7 +153,7 @@ std::string TamperPayload(std::string_view token, std::string_view claims_json) 
   const size_t first = token.find('.');
   const size_t second = token.find('.', first + 1);
   if (first == std::string_view::npos || second == std::string_view::npos) return "";
-  return std::string(token.substr(0, first + 1)) + auth::Base64UrlEncode(claims_json) +
+  return std::string(token.substr(0, first + 1)) + Base64UrlEncode(claims_json) +
          std::string(token.substr(second));
 }
 

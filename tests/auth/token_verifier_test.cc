@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "src/auth/base64url.h"
+#include "src/common/base64url.h"
 #include "tests/auth/test_tokens.h"
 #include "tests/auth/verifier_fixture.h"
 
@@ -92,14 +92,14 @@ TEST_F(VerifierTest, RefusesOtherAsymmetricAlgorithms) {
   // An RS256 token relabelled RS512: refused by its header, whatever its signature.
   const std::string token = Rs256();
   const std::string rs512 =
-      auth::Base64UrlEncode(R"({"alg":"RS512","kid":"rsa-1"})") + token.substr(token.find('.'));
+      Base64UrlEncode(R"({"alg":"RS512","kid":"rsa-1"})") + token.substr(token.find('.'));
   EXPECT_EQ(Reason(rs512), "alg 'RS512' is not accepted (RS256 and ES256 are)");
 }
 
 TEST_F(VerifierTest, RefusesCriticalHeaderExtensions) {
   Make();
   const std::string token = Rs256();
-  const std::string crit = auth::Base64UrlEncode(R"({"alg":"RS256","kid":"rsa-1","crit":["x"]})") +
+  const std::string crit = Base64UrlEncode(R"({"alg":"RS256","kid":"rsa-1","crit":["x"]})") +
                            token.substr(token.find('.'));
   EXPECT_EQ(Reason(crit), "token header has 'crit' extensions");
 }

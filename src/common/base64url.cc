@@ -1,9 +1,9 @@
-#include "src/auth/base64url.h"
+#include "src/common/base64url.h"
 
 #include <array>
 #include <cstdint>
 
-namespace dcm::auth {
+namespace dcm {
 namespace {
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -65,4 +65,4 @@ std::string Base64UrlEncode(std::string_view bytes) {
   return out;
 }
 
-}  // namespace dcm::auth
+}  // namespace dcm

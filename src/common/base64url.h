@@ -1,12 +1,12 @@
-// base64url (RFC 4648 §5) for JOSE: JWS segments and JWK key material (RFC 7515 §2, RFC 7518
-// §6). Pure functions, thread-safe.
+// base64url (RFC 4648 §5): JOSE's JWS segments and JWK key material (RFC 7515 §2, RFC 7518 §6),
+// and DCM-Position tokens. Pure functions, thread-safe.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace dcm::auth {
+namespace dcm {
 
 enum class Padding {
   kRefuse,  // JWS compact serialization: no '=' (RFC 7515 §2)
@@ -22,4 +22,4 @@ std::optional<std::string> Base64UrlDecode(std::string_view text,
 // Unpadded base64url of `bytes`.
 std::string Base64UrlEncode(std::string_view bytes);
 
-}  // namespace dcm::auth
+}  // namespace dcm
