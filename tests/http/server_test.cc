@@ -701,6 +701,11 @@ class NofileLimit {
 };
 
 TEST_F(ServerTest, OutOfDescriptorsTheAcceptLoopPausesWithoutSpinningAndRecovers) {
+#ifdef __SANITIZE_ADDRESS__
+  // The sanitizers' runtime opens files of its own (UBSan's vptr check reads /proc/self/maps):
+  // with no descriptor left it reports a false "invalid vptr". scripts/test.sh runs this test.
+  GTEST_SKIP() << "needs free descriptors for the sanitizer runtime";
+#endif
   ServerOptions options;
   options.metrics = &metrics_;
   Start(options);
