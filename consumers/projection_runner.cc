@@ -63,11 +63,7 @@ Status ProjectionRunner::Start() {
 }
 
 void ProjectionRunner::Stop() {
-  {
-    std::lock_guard lock(wait_mu_);
-    running_ = false;
-  }
-  wake_.notify_all();
+  retry_wait_.Interrupt([this] { running_ = false; });
   if (thread_.joinable()) thread_.join();
   consumer_.reset();
 }
@@ -135,8 +131,7 @@ void ProjectionRunner::Retry(const std::map<TopicPartition, int64_t>& first, con
         "attempt={} retry_in_ms={} error=\"{}\"",
         projection_->Name(), failures, delay.count(), error.message);
   }
-  std::unique_lock lock(wait_mu_);
-  wake_.wait_for(lock, delay, [this] { return !running_.load(); });
+  retry_wait_.WaitFor(delay, [this] { return !running_.load(); });
 }
 
 Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,

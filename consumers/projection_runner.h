@@ -16,7 +16,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +28,7 @@
 #include "projections/applied_offsets.h"
 #include "projections/projection.h"
 #include "src/common/metrics.h"
+#include "src/common/retry.h"
 
 namespace dcm {
 
@@ -82,8 +82,7 @@ class ProjectionRunner {
   std::atomic<bool> healthy_{true};
   std::atomic<uint64_t> applied_{0};
   std::atomic<int64_t> lag_{0};
-  std::mutex wait_mu_;  // Retry's backoff wait, cut short by Stop
-  std::condition_variable wake_;
+  RetryWait retry_wait_;                       // Retry's backoff, cut short by Stop
   std::vector<std::string> topics_;            // topic, then more_topics
   std::map<TopicPartition, int64_t> next_;     // runner thread only
   std::map<TopicPartition, int64_t> targets_;  // high watermarks at start

@@ -44,11 +44,7 @@ Status Registrar::Start() {
 }
 
 void Registrar::Stop() {
-  {
-    std::lock_guard lock(wait_mu_);
-    running_ = false;
-  }
-  wake_.notify_all();
+  retry_wait_.Interrupt([this] { running_ = false; });
   if (options_.applied) options_.applied->Wake();  // a deletion waiting on the projections
   if (thread_.joinable()) thread_.join();
   if (consumer_) consumer_->Close();  // leave the group now: a survivor takes over at once
@@ -120,8 +116,7 @@ void Registrar::Run() {
       if (auto seek = consumer_->Seek(options_.requests_topic, 0, next_offset_); !seek) {
         logger->warn("msg=\"seek failed\" error=\"{}\"", seek.error().message);
       }
-      std::unique_lock lock(wait_mu_);
-      wake_.wait_for(lock, delay, [this] { return !running_.load(); });
+      retry_wait_.WaitFor(delay, [this] { return !running_.load(); });
     }
   }
 }

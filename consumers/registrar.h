@@ -32,7 +32,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <future>
 #include <memory>
@@ -47,6 +46,7 @@
 #include "projections/registry_projection.h"
 #include "src/common/clock.h"
 #include "src/common/metrics.h"
+#include "src/common/retry.h"
 
 namespace dcm {
 
@@ -118,8 +118,7 @@ class Registrar {
   std::atomic<bool> running_{false};
   std::atomic<bool> owner_{false};
   std::atomic<bool> healthy_{true};
-  std::mutex wait_mu_;  // the retry backoff's wait, cut short by Stop
-  std::condition_variable wake_;
+  RetryWait retry_wait_;     // the retry backoff, cut short by Stop
   int64_t next_offset_ = 0;  // runner thread only
   // ProjectionsCaughtUp's targets: projection name, topic, partition -> offset to reach. Reset at
   // each assignment; runner thread only.

@@ -195,7 +195,7 @@ Status Store::Write(StoreBatch& batch) {
     }
   }
   if (writes.Count() > 0) {
-    RETURN_IF_ERROR(CheckFreeSpace());
+    RETURN_IF_ERROR(CheckWritable());
     auto status = db_->Write(wo, &writes);
     if (!status.ok()) {
       Error error = Failed(status);
@@ -241,7 +241,7 @@ Error Store::Failed(const rocksdb::Status& status) const {
   return error;
 }
 
-Status Store::CheckFreeSpace() {
+Status Store::CheckWritable() {
   if (guard_.min_free_bytes == 0 || env_) return OkStatus();
   const int64_t now = SteadyNowNs();
   if (now >= next_free_check_ns_.load(std::memory_order_relaxed)) {

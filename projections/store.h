@@ -118,8 +118,9 @@ class Store {
                                          const StoreBatch* batch = nullptr) const;
   Status Write(StoreBatch& batch);
 
-  // OkStatus, or why a Write would be refused now without trying it (the free-space guard).
-  Status CheckWritable() { return CheckFreeSpace(); }
+  // OkStatus, or kStorage while the disk has less than min_free_bytes free: why a Write would
+  // be refused now without trying it (StoreOptions).
+  Status CheckWritable();
 
   // Why the store cannot be relied on now, for /readyz and logs; nullopt when it can. A corrupt
   // file (met by any read or write) is reported until the process restarts, since only
@@ -171,8 +172,6 @@ class Store {
   // Maps a failed RocksDB status to kStorage (kNotFound stays itself) and remembers a
   // corruption for Problem().
   Error Failed(const rocksdb::Status& status) const;
-  // kStorage while the disk has less than min_free_bytes free (see StoreOptions).
-  Status CheckFreeSpace();
   void SetWriteProblem(const std::string& problem);
   Status FinishBulk(bool compact);
   Status WriteBulkIndex();             // holds bulk_mu_
