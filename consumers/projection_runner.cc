@@ -1,5 +1,7 @@
 #include "consumers/projection_runner.h"
 
+#include <algorithm>
+
 #include "consumers/dead_letter.h"
 #include "src/common/log.h"
 #include "src/common/retry.h"
@@ -17,7 +19,8 @@ ProjectionRunner::ProjectionRunner(RunnerOptions options, Store* store, Projecti
       store_(store),
       projection_(projection),
       producer_(producer),
-      metrics_(metrics) {
+      metrics_(metrics),
+      gaps_(projection->Name(), metrics, store) {
   topics_.push_back(options_.topic);
   for (const auto& t : options_.more_topics) topics_.push_back(t);
   if (metrics_) {
@@ -34,6 +37,7 @@ ProjectionRunner::~ProjectionRunner() { Stop(); }
 
 Status ProjectionRunner::Start() {
   ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, ""));
+  RETURN_IF_ERROR(gaps_.Load());
   std::map<std::string, std::map<int32_t, int64_t>> assignment;
   for (const auto& topic : topics_) {
     ASSIGN_OR_RETURN(int partitions,
@@ -48,7 +52,9 @@ Status ProjectionRunner::Start() {
       targets_[tp] = marks.second;
       auto it = stored.find(p);
       // Below the low watermark the broker no longer has the records (retention).
-      next_[tp] = it == stored.end() ? marks.first : std::max(it->second, marks.first);
+      const int64_t needed = it == stored.end() ? 0 : it->second;
+      if (needed < marks.first) ReportGap(tp, needed, marks.first);
+      next_[tp] = std::max(needed, marks.first);
       assignment[topic][p] = next_[tp];
     }
     Logger("runner")->info("msg=\"projection runner started\" projection={} topic={} partitions={}",
@@ -148,7 +154,8 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
   for (const auto& m : messages) {
     TopicPartition tp{m.topic, m.partition};
     auto& next = next_[tp];
-    if (m.offset < next) continue;  // re-delivered after a seek
+    if (m.offset < next) continue;                       // re-delivered after a seek
+    if (m.offset > next) ReportGap(tp, next, m.offset);  // reset past records retention dropped
     first.try_emplace(tp, m.offset);
     next = m.offset + 1;
     touched[std::move(tp)] = next;
@@ -177,6 +184,12 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
   projection_->AfterCommit(applied);
   Publish(touched);
   return OkStatus();
+}
+
+void ProjectionRunner::ReportGap(const TopicPartition& tp, int64_t from, int64_t to) {
+  const auto& expiring = options_.expiring_topics;
+  if (std::find(expiring.begin(), expiring.end(), tp.first) != expiring.end()) return;
+  gaps_.Add(tp.first, tp.second, from, to);
 }
 
 void ProjectionRunner::Publish(const std::map<TopicPartition, int64_t>& next) {

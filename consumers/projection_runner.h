@@ -10,6 +10,12 @@
 // itself unhealthy (/readyz), and tries the same records again with backoff (250 ms doubling to
 // 5 s) until it succeeds. A failing store never dead-letters a valid event (SPEC §7).
 //
+// Retention gaps (SPEC §7): a partition whose needed offset (the stored one, or 0 for a fresh
+// store) is below the log's start, or whose records jump past the next expected offset (the
+// consumer fell behind the retention and librdkafka reset it to the earliest), is reported in
+// Gaps(): counted, logged and named by /readyz. Topics whose records expire by design
+// (RunnerOptions::expiring_topics: the probes topic) are not gaps.
+//
 // Not a consumer group: every instance folds every partition, because every instance serves
 // reads. Restarts resume from the offsets stored with the state, so nothing is applied twice or
 // skipped (SPEC §5.3). Thread-safety: Start/Stop from one thread; the status getters from any.
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "consumers/kafka.h"
+#include "consumers/retention_gap.h"
 #include "projections/applied_offsets.h"
 #include "projections/projection.h"
 #include "src/common/metrics.h"
@@ -39,6 +46,8 @@ struct RunnerOptions {
   size_t batch_size = 2000;                   // messages per poll and per RocksDB write batch
   std::vector<std::string> more_topics = {};  // read with `topic` by the same consumer
   AppliedOffsets* applied = nullptr;          // published to after each write (may be null)
+  // Topics with a retention by design (HEALTH_EVENTS_RETENTION): their lost head is no gap.
+  std::vector<std::string> expiring_topics = {};
 };
 
 class ProjectionRunner {
@@ -57,6 +66,8 @@ class ProjectionRunner {
   // Messages not yet applied, summed over partitions (from the last fetch's watermarks).
   int64_t Lag() const;
   uint64_t Applied() const { return applied_.load(); }
+  // Records this projection needed that retention dropped (see above).
+  const RetentionGaps& Gaps() const { return gaps_; }
 
  private:
   using TopicPartition = std::pair<std::string, int32_t>;
@@ -69,6 +80,8 @@ class ProjectionRunner {
   void Retry(const std::map<TopicPartition, int64_t>& first, const Error& error, int failures);
   void UpdateProgress();
   void Publish(const std::map<std::pair<std::string, int32_t>, int64_t>& next);
+  // Reports [from, to) of `tp` as a gap unless its topic expires by design.
+  void ReportGap(const TopicPartition& tp, int64_t from, int64_t to);
 
   RunnerOptions options_;
   Store* store_;
@@ -88,6 +101,7 @@ class ProjectionRunner {
   std::map<TopicPartition, int64_t> targets_;  // high watermarks at start
   Gauge* lag_gauge_ = nullptr;
   Counter* failures_counter_ = nullptr;
+  RetentionGaps gaps_;
 };
 
 }  // namespace dcm

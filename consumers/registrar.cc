@@ -12,6 +12,9 @@ namespace dcm {
 namespace {
 
 constexpr int kPollMs = 100;
+constexpr int kWatermarkTimeoutMs = 5000;
+// How long a catch-up may go without reaching the high watermark before it is retried.
+constexpr auto kCatchUpTimeout = std::chrono::seconds(30);
 
 }  // namespace
 
@@ -23,11 +26,13 @@ Registrar::Registrar(RegistrarOptions options, Store* store, const RegistryView*
       producer_(producer),
       metrics_(metrics),
       clock_(clock),
-      decider_(store) {}
+      decider_(store),
+      gaps_("registrar", metrics, store) {}
 
 Registrar::~Registrar() { Stop(); }
 
 Status Registrar::Start() {
+  RETURN_IF_ERROR(gaps_.Load());
   ASSIGN_OR_RETURN(consumer_, Consumer::Create(options_.kafka, options_.group_id));
   RETURN_IF_ERROR(consumer_->Subscribe(
       options_.requests_topic,
@@ -65,6 +70,7 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
     offsets[p] = it == stored->end() ? Consumer::kBeginning : it->second;
   }
   next_offset_ = offsets.count(0) && offsets[0] >= 0 ? offsets[0] : 0;
+  catch_up_pending_ = true;  // Run folds the outcomes before it decides anything
   catch_up_targets_.clear();
   caught_up_ = false;
   owner_ = true;
@@ -80,6 +86,11 @@ void Registrar::Run() {
     auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);
     if (!messages) {
       logger->warn("msg=\"consume failed\" error=\"{}\"", messages.error().message);
+      continue;
+    }
+    if (owner_.load() && catch_up_pending_) {
+      // Assigned during that poll: fold the outcomes first; the seek reads these again.
+      if (!CatchUpOrStandBy(failures)) return;
       continue;
     }
     if (messages->empty() || !owner_.load()) continue;
@@ -119,6 +130,115 @@ void Registrar::Run() {
       retry_wait_.WaitFor(delay, [this] { return !running_.load(); });
     }
   }
+}
+
+bool Registrar::CatchUpOrStandBy(int& failures) {
+  auto logger = Logger("registrar");
+  auto caught_up = CatchUp();
+  if (caught_up && !*caught_up) {
+    // A gap in the outcome log: this state cannot be known. Leave the group so that an instance
+    // with a whole state decides.
+    logger->error(
+        "msg=\"registrar stands by: the outcome log lost records its state needs\" gaps=\"{}\"",
+        gaps_.Describe());
+    healthy_ = false;
+    owner_ = false;
+    consumer_->Close();
+    return false;
+  }
+  if (caught_up && failures > 0) {
+    logger->info("msg=\"registrar resumed\" failed_attempts={}", failures);
+    failures = 0;
+    healthy_ = true;
+  } else if (!caught_up) {
+    healthy_ = false;
+    const auto delay = RetryDelay(++failures);
+    if (LogRetry(failures)) {
+      logger->warn("msg=\"catch-up failed, retrying\" attempt={} retry_in_ms={} error=\"{}\"",
+                   failures, delay.count(), caught_up.error().message);
+    }
+    retry_wait_.WaitFor(delay, [this] { return !running_.load(); });
+  }
+  return true;
+}
+
+Result<bool> Registrar::CatchUp() {
+  const std::string& outcomes = options_.outcomes_topic;
+  ASSIGN_OR_RETURN(auto stored, store_->LoadOffsets(ProviderDecider::kName, outcomes));
+  ASSIGN_OR_RETURN(const auto marks, consumer_->QueryWatermarks(outcomes, 0, kWatermarkTimeoutMs));
+  int64_t from = 0;  // a fresh store needs the whole outcome log
+  if (auto it = stored.find(0); it != stored.end()) {
+    from = it->second;
+  } else if (next_offset_ > 0) {
+    // A state decided before outcome offsets were kept (from the request log): fold what is left.
+    from = marks.first;
+  }
+  if (from < marks.first) {
+    gaps_.Add(outcomes, 0, from, marks.first);
+    return false;
+  }
+  ASSIGN_OR_RETURN(const auto folded, FoldOutcomes(from, marks.second, next_offset_));
+  if (!folded) return false;
+  int64_t resume = *folded;
+  ASSIGN_OR_RETURN(const auto requests,
+                   consumer_->QueryWatermarks(options_.requests_topic, 0, kWatermarkTimeoutMs));
+  if (resume < requests.first) {
+    // Requests nobody decided before retention dropped them (their callers were answered 503).
+    gaps_.Add(options_.requests_topic, 0, resume, requests.first);
+    resume = requests.first;
+  }
+  RETURN_IF_ERROR(consumer_->Seek(options_.requests_topic, 0, resume));
+  Logger("registrar")
+      ->info(
+          "msg=\"registrar caught up with the outcome log\" outcomes_from={} outcomes_to={} "
+          "resume_offset={}",
+          from, marks.second, resume);
+  next_offset_ = resume;
+  catch_up_pending_ = false;
+  return true;
+}
+
+Result<std::optional<int64_t>> Registrar::FoldOutcomes(int64_t from, int64_t high, int64_t resume) {
+  const std::string& outcomes = options_.outcomes_topic;
+  outcomes_next_ = from;
+  if (from >= high) return resume;
+  ASSIGN_OR_RETURN(auto reader, Consumer::Create(options_.kafka, ""));
+  RETURN_IF_ERROR(reader->Assign(outcomes, {{0, from}}));
+  const auto deadline = std::chrono::steady_clock::now() + kCatchUpTimeout;
+  int64_t folded = 0;
+  while (outcomes_next_ < high) {
+    if (!running_.load()) return MakeError(ErrorCode::kUnavailable, "registrar stopping");
+    if (std::chrono::steady_clock::now() > deadline) {
+      return MakeError(ErrorCode::kTimeout, "the outcome log was not read to offset " +
+                                                std::to_string(high) + " in time");
+    }
+    ASSIGN_OR_RETURN(auto messages, reader->ConsumeBatch(options_.batch_size, kPollMs));
+    StoreBatch batch;
+    int64_t next = outcomes_next_;
+    for (const auto& m : messages) {
+      if (m.offset < next || m.offset >= high) continue;
+      if (m.offset > next) {  // retention dropped records while they were read
+        gaps_.Add(outcomes, 0, next, m.offset);
+        return std::optional<int64_t>();
+      }
+      next = m.offset + 1;
+      // What is not an outcome (poison) the registry runner dead-letters; it decided nothing.
+      auto event = DecodeCloudEvent(m.value);
+      if (!event || !IsProviderOutcomeType(event->type)) continue;
+      auto outcome = DecodeProviderOutcome(*event);
+      if (!outcome) continue;
+      resume = std::max(resume, outcome->seq + 1);
+      ASSIGN_OR_RETURN(const bool applied, decider_.Fold(*outcome, batch));
+      folded += applied ? 1 : 0;
+    }
+    if (next == outcomes_next_) continue;
+    store_->PutOffset(batch, ProviderDecider::kName, outcomes, 0, next);
+    store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, resume);
+    RETURN_IF_ERROR(store_->Write(batch));
+    outcomes_next_ = next;
+  }
+  Logger("registrar")->info("msg=\"outcomes folded\" from={} to={} folded={}", from, high, folded);
+  return resume;
 }
 
 Result<DecisionInputs> Registrar::InputsFor(const ProviderRequest& request) const {
@@ -175,6 +295,14 @@ Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>
     positions.push_back(position);
   }
   store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, next);
+  // This instance's outcomes are in its state already: a later catch-up starts after them.
+  int64_t outcomes_next = outcomes_next_;
+  for (const auto& position : positions) {
+    outcomes_next = std::max(outcomes_next, position.offset + 1);
+  }
+  if (outcomes_next != outcomes_next_) {
+    store_->PutOffset(batch, ProviderDecider::kName, options_.outcomes_topic, 0, outcomes_next);
+  }
   RegistryProjection* registry = options_.registry;
   std::unique_lock<std::mutex> lock;
   std::vector<std::pair<int32_t, int64_t>> own;
@@ -198,6 +326,7 @@ Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>
     return written;
   }
   next_offset_ = next;
+  outcomes_next_ = outcomes_next;
   if (registry) registry->Committed(own, applied);
   return OkStatus();
 }

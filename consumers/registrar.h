@@ -11,10 +11,18 @@
 //      └────revoke────────┘  + offset in one RocksDB batch (+ the outcomes, folded into this
 //                                instance's registry projection: RegistrarOptions::registry)
 //
-// A new owner's decider state may be behind (another instance decided since). It re-decides
-// from its own stored offset; decisions are deterministic, so it reaches the same state, and it
-// produces only the outcomes this instance's registry has not seen (duplicates are harmless:
-// outcome ids derive from request ids and the registry is idempotent).
+// A new owner's decider state may be behind (another instance decided since). Before deciding,
+// it folds the outcomes on dcm.providers from the offset it stored (0 for a fresh store) to the
+// high watermark (ProviderDecider::Fold), and resumes the request log after the last request
+// those outcomes answer. Its state is thus rebuilt from the outcome log, which is kept forever,
+// never from the request log, whose head may be gone (SPEC §7 retention gaps). When the outcome
+// log itself lost records this registrar needs, it cannot know the state: it reports the gap
+// (Gaps(), /readyz), leaves the group so that an instance with a whole state decides, and decides
+// nothing. Requests between its resume offset and the request log's start were never decided by
+// anyone (their callers got 503): that gap is reported, and deciding goes on from the start.
+// Requests it decides again (their outcomes were not on the topic yet) produce only the outcomes
+// this instance's registry has not seen (duplicates are harmless: outcome ids derive from request
+// ids and the registry is idempotent).
 //
 // Why one partition scales: registrations are rare (SPs register on start), and one partition
 // carries tens of thousands of events per second (BENCHMARKS.md).
@@ -36,11 +44,13 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "consumers/kafka.h"
+#include "consumers/retention_gap.h"
 #include "projections/applied_offsets.h"
 #include "projections/provider_decider.h"
 #include "projections/registry_projection.h"
@@ -83,9 +93,22 @@ class Registrar {
   void Stop();
   bool IsOwner() const { return owner_.load(); }
   bool Healthy() const { return healthy_.load(); }
+  // What retention dropped that it needed (see above); with an outcome-log gap it stands by and
+  // is never Healthy() again.
+  const RetentionGaps& Gaps() const { return gaps_; }
 
  private:
   void Run();
+  // Folds the outcomes other owners produced since this instance's stored outcome offset, then
+  // seeks the request log to the first request they do not answer. False: the outcome log lost
+  // records it needs (a gap, reported in gaps_).
+  Result<bool> CatchUp();
+  // Run's catch-up: retries a failed one with backoff; false when it found a gap and left the
+  // group (the registrar stands by: unhealthy, deciding nothing, until restarted).
+  bool CatchUpOrStandBy(int& failures);
+  // Folds the outcome log [from, high) into the decider state; returns the request offset after
+  // the last one those outcomes answer (at least `resume`), or nullopt at a gap (reported).
+  Result<std::optional<int64_t>> FoldOutcomes(int64_t from, int64_t high, int64_t resume);
   // Decides, produces and commits `messages`; true when it stopped at a deletion that must wait
   // for the projections (the consumer was sought back to it).
   Result<bool> ProcessBatch(const std::vector<KafkaMessage>& messages);
@@ -118,8 +141,11 @@ class Registrar {
   std::atomic<bool> running_{false};
   std::atomic<bool> owner_{false};
   std::atomic<bool> healthy_{true};
-  RetryWait retry_wait_;     // the retry backoff, cut short by Stop
-  int64_t next_offset_ = 0;  // runner thread only
+  RetentionGaps gaps_;
+  bool catch_up_pending_ = false;  // assigned, outcomes not folded yet; runner thread only
+  int64_t outcomes_next_ = 0;      // the outcome log folded up to here; runner thread only
+  RetryWait retry_wait_;           // the retry backoff, cut short by Stop
+  int64_t next_offset_ = 0;        // runner thread only
   // ProjectionsCaughtUp's targets: projection name, topic, partition -> offset to reach. Reset at
   // each assignment; runner thread only.
   std::map<std::pair<std::string, std::string>, std::map<int32_t, int64_t>> catch_up_targets_;

@@ -111,6 +111,24 @@ Result<ProviderOutcome> ProviderDecider::Decide(const ProviderRequest& request, 
   return MakeError(ErrorCode::kInternal, "unknown request kind");
 }
 
+Result<bool> ProviderDecider::Fold(const ProviderOutcome& outcome, StoreBatch& batch) {
+  ASSIGN_OR_RETURN(const bool decided, AlreadyDecided(outcome.request_id, batch));
+  if (decided) return false;  // this instance's own decision, or a duplicated outcome
+  batch.Put(RequestKey(outcome.request_id), "");
+  // What Decide removed: the state before the change (renamed, moved or deleted).
+  const std::string& before =
+      outcome.kind == OutcomeKind::kIdChanged ? outcome.old_id : outcome.provider.id;
+  if (outcome.kind != OutcomeKind::kRejected) {
+    ASSIGN_OR_RETURN(auto existing, ById(before, batch));
+    if (existing) Remove(*existing, batch);
+  }
+  if (outcome.kind == OutcomeKind::kRegistered || outcome.kind == OutcomeKind::kUpdated ||
+      outcome.kind == OutcomeKind::kIdChanged) {
+    Save(outcome.provider, batch);
+  }
+  return true;
+}
+
 ProviderOutcome ProviderDecider::RejectInvalid(const std::string& request_id, RequestKind kind,
                                                const Error& error, int64_t seq, StoreBatch& batch) {
   batch.Put(RequestKey(request_id), "");

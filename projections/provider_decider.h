@@ -7,6 +7,12 @@
 //        dec/name/<name> -> id
 //        dec/req/<request_id> -> "" (each request decided once; the mock duplicates batches)
 //
+// The state is also a fold of the outcomes (Fold): a registrar that takes the partition over folds
+// the outcomes other owners produced since it last decided, then decides only the requests after
+// the last one those outcomes answer. So its state never depends on the request log's head, which
+// may be gone (SPEC §7 retention gaps; the dev mock keeps 5 MiB per partition). Folding what
+// Decide produced stages byte-identical keys.
+//
 // Decide is deterministic: the outcome depends only on the state, the request and its
 // DecisionInputs (generated ids derive from the request id; times from the request's timestamp).
 // A registrar that crashes after producing an outcome but before committing re-decides the same
@@ -51,6 +57,10 @@ class ProviderDecider {
   // stages the new state in `batch`.
   Result<ProviderOutcome> Decide(const ProviderRequest& request, int64_t seq, int64_t time_ms,
                                  StoreBatch& batch, const DecisionInputs& inputs = {});
+
+  // Stages the state change `outcome` records (another registrar's decision), unless its request
+  // was decided here already. Returns whether it applied.
+  Result<bool> Fold(const ProviderOutcome& outcome, StoreBatch& batch);
 
   // A rejection for a request whose data failed validation (400, with the field errors).
   ProviderOutcome RejectInvalid(const std::string& request_id, RequestKind kind, const Error& error,

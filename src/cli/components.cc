@@ -30,7 +30,7 @@ void Components::StopAll() {
 std::vector<http::ReadinessCheck> Components::Checks() const {
   std::vector<http::ReadinessCheck> checks;
   for (const auto& c : components_) {
-    if (c.ready) checks.push_back({c.check.empty() ? c.name : c.check, c.ready});
+    if (c.ready) checks.push_back({c.check.empty() ? c.name : c.check, c.ready, c.detail});
   }
   return checks;
 }

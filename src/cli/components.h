@@ -26,6 +26,7 @@ struct Component {
   std::function<void()> stop = {};     // null: nothing to stop
   std::function<bool()> ready = {};    // null: not a /readyz check
   std::string check = {};              // the /readyz check's name (default: `name`)
+  std::function<std::string()> detail = {};  // null or "": nothing to explain in /readyz
 };
 
 class Components {

@@ -235,6 +235,20 @@ void RegisterTrustBoundaryFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("SP_CLIENT_KEY_FILE");
 }
 
+// Local faults and retention gaps (SPEC §7).
+void RegisterFaultFlags(CLI::App* cmd, ServeFlags& flags) {
+  Config& c = flags.config;
+  cmd->add_option("--min-free-disk-mb", c.min_free_disk_mb,
+                  "Refuse store writes below this much free disk under --data-dir (0: off)")
+      ->envname("DCM_MIN_FREE_DISK_MB")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_flag("--accept-retention-gaps", c.accept_retention_gaps,
+                "Report ready although a projection lost records to the log's retention (the "
+                "gap is still logged, counted and shown by /readyz)")
+      ->envname("DCM_ACCEPT_RETENTION_GAPS");
+}
+
 // Kafka, the store, the HTTP API.
 void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
   Config& c = flags.config;
@@ -245,11 +259,6 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
       ->capture_default_str();
   cmd->add_option("--data-dir", c.data_dir,
                   "RocksDB projections and their offsets (dev: a fresh temporary dir)")
-      ->capture_default_str();
-  cmd->add_option("--min-free-disk-mb", c.min_free_disk_mb,
-                  "Refuse store writes below this much free disk under --data-dir (0: off)")
-      ->envname("DCM_MIN_FREE_DISK_MB")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("--kafka-brokers", c.kafka_brokers, "Kafka bootstrap servers host:port,...")
       ->envname("KAFKA_BROKERS");
@@ -436,6 +445,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   RegisterInstanceFlags(cmd, *flags);
   RegisterTrustBoundaryFlags(cmd, *flags);
   RegisterLimitFlags(cmd, *flags);
+  RegisterFaultFlags(cmd, *flags);
   cmd->add_option("--log-level", flags->config.log_level, "debug, info, warn or error")
       ->envname("DCM_LOG_LEVEL")
       ->capture_default_str();

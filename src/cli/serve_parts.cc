@@ -143,13 +143,19 @@ void AddProjections(ServeParts& parts) {
     RunnerOptions options{entry.topics.front(), topics.DeadLetter(), parts.kafka};
     options.applied = &parts.applied_offsets;
     options.more_topics.assign(entry.topics.begin() + 1, entry.topics.end());
+    options.expiring_topics = {topics.HealthProbes()};
     auto& runner = parts.runners.emplace_back(std::make_unique<ProjectionRunner>(
         options, parts.store.get(), parts.projections.projections[i].get(), parts.producer.get(),
         &parts.metrics));
     parts.components.Add({.name = "projection:" + entry.name,
                           .start = [r = runner.get()] { return r->Start(); },
                           .stop = [r = runner.get()] { r->Stop(); },
-                          .ready = [r = runner.get()] { return r->CaughtUp() && r->Healthy(); }});
+                          .ready =
+                              [r = runner.get(), accept = parts.config.accept_retention_gaps] {
+                                return r->CaughtUp() && r->Healthy() &&
+                                       (accept || r->Gaps().Empty());
+                              },
+                          .detail = [r = runner.get()] { return r->Gaps().Describe(); }});
   }
 }
 
@@ -240,7 +246,8 @@ void AddRegistrar(ServeParts& parts) {
   parts.components.Add({.name = "registrar",
                         .start = [r = parts.registrar.get()] { return r->Start(); },
                         .stop = [r = parts.registrar.get()] { r->Stop(); },
-                        .ready = [r = parts.registrar.get()] { return r->Healthy(); }});
+                        .ready = [r = parts.registrar.get()] { return r->Healthy(); },
+                        .detail = [r = parts.registrar.get()] { return r->Gaps().Describe(); }});
 }
 
 // The prober probes its group-assigned share of the providers and follows the registry's

@@ -180,6 +180,10 @@ struct Config {
   // filesystem has less free space than this (--min-free-disk-mb, DCM_MIN_FREE_DISK_MB); 0 = no
   // check. It covers a memtable flush (2 x 64 MiB) with room to spare.
   int64_t min_free_disk_mb = 256;
+  // SPEC §7 retention gaps: a projection that lost records to retention is not ready (it would
+  // serve a registry or history without them) unless the operator accepts the loss
+  // (--accept-retention-gaps, DCM_ACCEPT_RETENTION_GAPS). The gap is reported either way.
+  bool accept_retention_gaps = false;
   // Comma-separated bootstrap servers (env KAFKA_BROKERS). Empty with --dev: embedded mock.
   std::string kafka_brokers;
   bool dev = false;

@@ -19,6 +19,18 @@ HttpResponse Readyz(const OpsContext& ctx) {
     w.Field(check.name, ready ? "ready" : "not ready");
   }
   w.EndObject();
+  bool any_detail = false;
+  for (const auto& check : ctx.checks) {
+    const std::string detail = check.detail ? check.detail() : std::string();
+    if (detail.empty()) continue;
+    if (!any_detail) {
+      w.Key("details");
+      w.BeginObject();
+      any_detail = true;
+    }
+    w.Field(check.name, detail);
+  }
+  if (any_detail) w.EndObject();
   w.Field("status", all_ready ? "ready" : "not ready");
   w.EndObject();
   return Json(all_ready ? 200 : 503, w.Take());

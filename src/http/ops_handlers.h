@@ -15,6 +15,9 @@ namespace dcm::http {
 struct ReadinessCheck {
   std::string name;             // e.g. "projection:registry"
   std::function<bool()> ready;  // caught up and healthy
+  // What an operator should know about it, shown under /readyz "details" (null or "": nothing),
+  // e.g. the records a retention gap cost it.
+  std::function<std::string()> detail = {};
 };
 
 struct AdminInfo {

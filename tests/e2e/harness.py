@@ -166,11 +166,12 @@ class Cluster:
         self.instances = []
         self.dirs = []
 
-    def serve(self, data_dir=None, name="serve", extra=(), env=None, ssl_context=None):
+    def serve(self, data_dir=None, name="serve", extra=(), env=None, ssl_context=None,
+              wait_ready=True):
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="dcm-e2e-")
             self.dirs.append(data_dir)
-        inst = Instance(self, data_dir, name, extra, env, ssl_context)
+        inst = Instance(self, data_dir, name, extra, env, ssl_context, wait_ready)
         self.instances.append(inst)
         return inst
 
@@ -189,14 +190,18 @@ SERVE_ENV = {"AUTH_DISABLED": "true", "OUTBOUND_ALLOW_CIDRS": "127.0.0.0/8"}
 
 
 class Instance:
-    """`env` adds to SERVE_ENV; a value of None removes that variable."""
+    """`env` adds to SERVE_ENV; a value of None removes that variable. `wait_ready`: return only
+    once /readyz answers 200 (else once it listens)."""
 
-    def __init__(self, cluster, data_dir, name, extra=(), env=None, ssl_context=None):
+    def __init__(self, cluster, data_dir, name, extra=(), env=None, ssl_context=None,
+                 wait_ready=True):
         self.cluster, self.data_dir, self.name = cluster, data_dir, name
         args = [DCM_BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
                 "--kafka-brokers", cluster.bootstrap, "--topic-prefix", cluster.prefix,
-                "--session-timeout-ms", "4000", "--decision-timeout", "20s",
-                "--http-threads", "1", "--instance-id", name, *extra]
+                "--session-timeout-ms", "4000", "--http-threads", "1", "--instance-id", name,
+                *extra]
+        if "--decision-timeout" not in extra:
+            args += ["--decision-timeout", "20s"]
         if "--write-timeout" not in extra:  # as patient as the decision timeout
             args += ["--write-timeout", "20s"]
         if not cluster.external:
@@ -206,7 +211,8 @@ class Instance:
         assert "listening on " in line, line
         self.url = line.split("listening on ")[1].strip()
         self.client = Client(self.url, ssl_context=ssl_context)
-        wait_until(lambda: self.client.get("/readyz").status == 200, what=f"{name} ready")
+        if wait_ready:
+            wait_until(lambda: self.client.get("/readyz").status == 200, what=f"{name} ready")
 
     def stop(self, sig=signal.SIGTERM):
         self.client.close()

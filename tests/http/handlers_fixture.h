@@ -135,7 +135,8 @@ class HandlersTest : public ::testing::Test {
     OpsContext ops;
     ops.metrics = &metrics_;
     ops.checks = {{"projection:registry", [this] { return registry_ready_.load(); }},
-                  {"registrar", [this] { return registrar_ready_.load(); }}};
+                  {"registrar", [this] { return registrar_ready_.load(); },
+                   [this] { return registrar_detail_; }}};
     ops.dependencies = {{"store", [this] { return store_ok_.load(); }}};
     ops.info.version = "0.1.0-test";
     ops.info.instance_id = "instance-1";
@@ -217,6 +218,7 @@ class HandlersTest : public ::testing::Test {
   Counter* requests_ = nullptr;
   std::atomic<bool> registry_ready_{true};
   std::atomic<bool> registrar_ready_{true};
+  std::string registrar_detail_;  // the registrar check's /readyz detail (handlers run inline)
   std::unique_ptr<Store> store_;
   std::unique_ptr<RegistryView> view_;
   std::unique_ptr<HealthView> health_view_;

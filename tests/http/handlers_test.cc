@@ -520,6 +520,23 @@ TEST_F(HandlersTest, ReadyzReflectsTheChecks) {
   EXPECT_EQ(Call("GET", "/readyz", "", {}).status, 200);
 }
 
+// SPEC §7 retention gaps: /readyz names what a check lost, under "details", only for checks with
+// something to say.
+TEST_F(HandlersTest, ReadyzExplainsAGapUnderDetails) {
+  EXPECT_EQ(Call("GET", "/readyz", "", {}).body.find("details"), std::string::npos);
+  registrar_ready_ = false;
+  registrar_detail_ = "dcm.providers[0]: offsets 0..9 (10 records) dropped by retention";
+  auto r = Call("GET", "/readyz", "", {});
+  EXPECT_EQ(r.status, 503);
+  auto body = Parse(r);
+  std::string_view detail;
+  ASSERT_FALSE(body.root["details"]["registrar"].get(detail)) << r.body;
+  EXPECT_EQ(detail, registrar_detail_);
+  EXPECT_TRUE(body.root["details"]["projection:registry"].error()) << r.body;
+  registrar_ready_ = true;
+  registrar_detail_.clear();
+}
+
 TEST_F(HandlersTest, ApiHealthAnswersOkWithEveryCheckAsDcmDoes) {
   auto r = Call("GET", "/api/v1alpha1/health", "", {});
   ASSERT_EQ(r.status, 200) << r.body;

@@ -485,3 +485,124 @@ TEST(StoreFaultFlowTest, ADiskBelowTheReservePausesDecisionsAndFoldsAndBothResum
 
 }  // namespace
 }  // namespace dcm
+
+namespace dcm {
+namespace {
+
+// SPEC §7 retention gaps, on the mock (which keeps 5 MiB per partition): fills `topic` with
+// records nobody decides on (poison, dead-lettered) until its first `lost` offsets are gone.
+void DropTheHead(testing::KafkaEnv& env, Producer& producer, const std::string& topic,
+                 int64_t lost) {
+  auto consumer = OrDie(Consumer::Create(env.kafka, ""));
+  const std::string filler(100 * 1024, 'x');
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(producer.ProduceSync(topic, "filler", filler));
+    if (i % 10 == 9 && OrDie(consumer->QueryWatermarks(topic, 0, 5000)).first >= lost) return;
+  }
+  FAIL() << "the head of " << topic << " was never dropped";
+}
+
+std::filesystem::path TempDir() {
+  return std::filesystem::temp_directory_path() / ("dcm-it-" + NewUuidV4().substr(0, 8));
+}
+
+// Waits until `done` or 20 s.
+template <class F>
+bool Eventually(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  return done();
+}
+
+// The request log lost its head (the registration of `early` with it): a registrar with a fresh
+// store rebuilds its state from the outcome log, and still refuses the name to another id.
+TEST(RetentionGapFlowTest, AFreshRegistrarAfterTheRequestLogLostItsHeadStillRefusesADuplicateName) {
+  auto env = testing::KafkaEnv::Create();
+  ASSERT_NE(env, nullptr);
+  if (!env->mock) GTEST_SKIP() << "a real cluster keeps its logs (KAFKA_BROKERS)";
+  const auto root = TempDir();
+  const std::string early = "early-" + NewUuidV4().substr(0, 6);
+  std::string early_id;
+  {
+    Instance first(*env, (root / "first").string());
+    first.Start();
+    early_id = OrDie(first.Register(early)).provider.id;
+    ASSERT_TRUE(first.Register("second-" + NewUuidV4().substr(0, 6)));
+    DropTheHead(*env, *first.producer, env->config.topics.ProviderRequests(), 2);
+  }  // stopped: the fresh instance's registrar is the only decider
+
+  Instance fresh(*env, (root / "fresh").string());
+  fresh.Start();
+  auto duplicate = fresh.Register(early, NewUuidV4());
+  ASSERT_TRUE(duplicate) << duplicate.error().message;
+  EXPECT_EQ(duplicate->kind, OutcomeKind::kRejected);
+  EXPECT_EQ(duplicate->status, 409);
+  ASSERT_TRUE(duplicate->conflict);
+  EXPECT_EQ(duplicate->conflict->id, early_id);
+  auto again = OrDie(fresh.Register(early));  // the same name without an id: the same provider
+  EXPECT_EQ(again.kind, OutcomeKind::kUpdated);
+  EXPECT_EQ(again.provider.id, early_id);
+  EXPECT_TRUE(fresh.registrar->Healthy());
+  EXPECT_TRUE(fresh.runner->Gaps().Empty());  // the outcome log is whole
+  std::filesystem::remove_all(root);
+}
+
+// The outcome log itself lost its head: a fresh registrar cannot know the state, so it reports
+// the gap and stands by (decides nothing); the registry runner reports its gap too, unless the
+// topic's records expire by design.
+TEST(RetentionGapFlowTest, AFreshRegistrarWhoseOutcomeLogLostItsHeadReportsTheGapAndStandsBy) {
+  auto env = testing::KafkaEnv::Create();
+  ASSERT_NE(env, nullptr);
+  if (!env->mock) GTEST_SKIP() << "a real cluster keeps its logs (KAFKA_BROKERS)";
+  const auto root = TempDir();
+  const std::string providers = env->config.topics.Providers();
+  {
+    Instance first(*env, (root / "first").string());
+    first.Start();
+    ASSERT_TRUE(first.Register("lost-" + NewUuidV4().substr(0, 6)));
+    DropTheHead(*env, *first.producer, providers, 1);
+  }
+
+  Instance fresh(*env, (root / "fresh").string());
+  fresh.Start();
+  ASSERT_TRUE(Eventually([&] { return !fresh.registrar->Gaps().Empty(); }));
+  EXPECT_FALSE(fresh.registrar->Healthy());
+  EXPECT_FALSE(fresh.registrar->IsOwner());
+  EXPECT_NE(fresh.registrar->Gaps().Describe().find(providers + "[0]: offsets 0.."),
+            std::string::npos)
+      << fresh.registrar->Gaps().Describe();
+  EXPECT_NE(fresh.runner->Gaps().Describe().find(providers + "[0]: offsets 0.."), std::string::npos)
+      << fresh.runner->Gaps().Describe();
+  EXPECT_GE(fresh.metrics
+                .GetCounter("dcm_retention_gap_records_total", "",
+                            "consumer=\"registrar\",topic=\"" + providers + "\"")
+                .Value(),
+            1u);
+  // Nothing was decided: a request produced now gets no outcome.
+  ProviderRequest r;
+  r.kind = RequestKind::kRegister;
+  r.spec.name = "after-" + NewUuidV4().substr(0, 6);
+  r.spec.endpoint = "http://sp.example:9000/api/vm";
+  r.spec.service_type = "vm";
+  const CloudEvent request = EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis());
+  auto outcome = std::async(std::launch::async, [&] { return fresh.Send(request); });
+  EXPECT_EQ(outcome.wait_for(2s), std::future_status::timeout);
+  fresh.waiters.Expire(SystemClock::Instance().NowMillis() + 60000);  // let Send give up
+  EXPECT_FALSE(outcome.get());
+
+  // The same topic read into another fresh store as one whose records expire by design: no gap.
+  auto store = OrDie(Store::Open((root / "expiring").string()));
+  RegistryProjection registry(store.get(), &fresh.waiters, &fresh.metrics);
+  ProjectionRunner expiring(RunnerOptions{.topic = providers,
+                                          .dead_letter_topic = env->config.topics.DeadLetter(),
+                                          .kafka = env->kafka,
+                                          .expiring_topics = {providers}},
+                            store.get(), &registry, fresh.producer.get(), &fresh.metrics);
+  ASSERT_TRUE(expiring.Start());
+  EXPECT_TRUE(expiring.Gaps().Empty()) << expiring.Gaps().Describe();
+  expiring.Stop();
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace dcm

@@ -390,6 +390,44 @@ TEST(ProviderDeciderDeterminismTest, SameRequestsGiveSameOutcomesAndState) {
       << *a->Digest("dec/");  // one req key per request, id+name for 3 live providers
 }
 
+// SPEC §7 retention gaps: a registrar that takes over rebuilds its state from the outcome log,
+// not from the request log. Folding the outcomes as they travel (encoded and decoded) stages the
+// very keys deciding the requests staged, and a duplicated outcome changes nothing.
+TEST(ProviderDeciderFoldTest, FoldingTheOutcomesGivesTheStateThatDecidingTheRequestsGave) {
+  auto decided = OpenInMemory("/mem/decided");
+  auto folded = OpenInMemory("/mem/folded");
+  ASSERT_TRUE(decided && folded);
+  ProviderDecider decider(decided.get()), follower(folded.get());
+  const auto history = History();
+  std::vector<ProviderOutcome> outcomes;
+  for (size_t i = 0; i < history.size(); ++i) {
+    StoreBatch batch;
+    const int64_t seq = static_cast<int64_t>(i);
+    auto outcome = decider.Decide(history[i], seq, 1767225600000 + seq * 1000, batch);
+    ASSERT_TRUE(outcome);
+    ASSERT_TRUE(decided->Write(batch));
+    auto wire = DecodeProviderOutcome(EncodeProviderOutcome(*outcome, "dcm/registrar", 0));
+    ASSERT_TRUE(wire) << wire.error().message;
+    outcomes.push_back(*wire);
+  }
+  for (const auto& outcome : outcomes) {
+    StoreBatch batch;
+    auto applied = follower.Fold(outcome, batch);
+    ASSERT_TRUE(applied && *applied) << outcome.request_id;
+    ASSERT_TRUE(folded->Write(batch));
+  }
+  EXPECT_EQ(*folded->Digest("dec/"), *decided->Digest("dec/"));
+
+  StoreBatch again;  // each outcome once more: a duplicate, or this instance's own decision
+  for (const auto& outcome : outcomes) {
+    auto applied = follower.Fold(outcome, again);
+    ASSERT_TRUE(applied);
+    EXPECT_FALSE(*applied) << outcome.request_id;
+  }
+  ASSERT_TRUE(folded->Write(again));
+  EXPECT_EQ(*folded->Digest("dec/"), *decided->Digest("dec/"));
+}
+
 // ---- SPEC §6: ownership and live instances, decided by the registrar ----
 
 // `r` as sent by an SP with the dcm-provider role whose token's subject is `actor`.
