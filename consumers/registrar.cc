@@ -1,5 +1,6 @@
 #include "consumers/registrar.h"
 
+#include <algorithm>
 #include <future>
 
 #include "consumers/dead_letter.h"
@@ -12,7 +13,7 @@ namespace dcm {
 namespace {
 
 constexpr int kPollMs = 100;
-constexpr int kWatermarkTimeoutMs = 5000;
+constexpr int kMetadataTimeoutMs = 5000;
 // How long a catch-up may go without reaching the high watermark before it is retried.
 constexpr auto kCatchUpTimeout = std::chrono::seconds(30);
 
@@ -164,24 +165,36 @@ bool Registrar::CatchUpOrStandBy(int& failures) {
 
 Result<bool> Registrar::CatchUp() {
   const std::string& outcomes = options_.outcomes_topic;
+  ASSIGN_OR_RETURN(const int partitions,
+                   TopicPartitionCount(producer_->handle(), outcomes, kMetadataTimeoutMs));
   ASSIGN_OR_RETURN(auto stored, store_->LoadOffsets(ProviderDecider::kName, outcomes));
-  ASSIGN_OR_RETURN(const auto marks, consumer_->QueryWatermarks(outcomes, 0, kWatermarkTimeoutMs));
-  int64_t from = 0;  // a fresh store needs the whole outcome log
-  if (auto it = stored.find(0); it != stored.end()) {
-    from = it->second;
-  } else if (next_offset_ > 0) {
-    // A state decided before outcome offsets were kept (from the request log): fold what is left.
-    from = marks.first;
+  // A catch-up cut short (and retried) stored how far its folded outcomes answer requests.
+  ASSIGN_OR_RETURN(auto decided,
+                   store_->LoadOffsets(ProviderDecider::kName, options_.requests_topic));
+  next_offset_ = std::max(next_offset_, decided.count(0) ? decided[0] : 0);
+  Offsets from, high;
+  bool gap = false;
+  for (int32_t p = 0; p < partitions; ++p) {
+    ASSIGN_OR_RETURN(const auto marks, consumer_->QueryWatermarks(outcomes, p, kMetadataTimeoutMs));
+    high[p] = marks.second;
+    if (auto it = stored.find(p); it != stored.end()) {
+      from[p] = it->second;
+    } else {
+      // A fresh store needs the whole outcome log; a state decided before outcome offsets were
+      // kept (from the request log) needs what is left of it.
+      from[p] = stored.empty() && next_offset_ > 0 ? marks.first : 0;
+    }
+    if (from[p] < marks.first) {
+      gaps_.Add(outcomes, p, from[p], marks.first);
+      gap = true;
+    }
   }
-  if (from < marks.first) {
-    gaps_.Add(outcomes, 0, from, marks.first);
-    return false;
-  }
-  ASSIGN_OR_RETURN(const auto folded, FoldOutcomes(from, marks.second, next_offset_));
+  if (gap) return false;
+  ASSIGN_OR_RETURN(const auto folded, FoldOutcomes(from, high));
   if (!folded) return false;
-  int64_t resume = *folded;
+  int64_t resume = std::max(next_offset_, *folded);
   ASSIGN_OR_RETURN(const auto requests,
-                   consumer_->QueryWatermarks(options_.requests_topic, 0, kWatermarkTimeoutMs));
+                   consumer_->QueryWatermarks(options_.requests_topic, 0, kMetadataTimeoutMs));
   if (resume < requests.first) {
     // Requests nobody decided before retention dropped them (their callers were answered 503).
     gaps_.Add(options_.requests_topic, 0, resume, requests.first);
@@ -189,56 +202,84 @@ Result<bool> Registrar::CatchUp() {
   }
   RETURN_IF_ERROR(consumer_->Seek(options_.requests_topic, 0, resume));
   Logger("registrar")
-      ->info(
-          "msg=\"registrar caught up with the outcome log\" outcomes_from={} outcomes_to={} "
-          "resume_offset={}",
-          from, marks.second, resume);
+      ->info("msg=\"registrar caught up with the outcome log\" partitions={} resume_offset={}",
+             partitions, resume);
   next_offset_ = resume;
   catch_up_pending_ = false;
   return true;
 }
 
-Result<std::optional<int64_t>> Registrar::FoldOutcomes(int64_t from, int64_t high, int64_t resume) {
+Result<std::optional<int64_t>> Registrar::FoldOutcomes(const Offsets& from, const Offsets& high) {
+  ASSIGN_OR_RETURN(auto read, ReadOutcomes(from, high));
+  if (!read) return std::optional<int64_t>();
+  // In decision order: outcomes of different providers share names across partitions (a rename
+  // frees a name another provider then takes), and `seq` is the request's offset in the
+  // one-partition request log.
+  std::stable_sort(
+      read->begin(), read->end(),
+      [](const ProviderOutcome& a, const ProviderOutcome& b) { return a.seq < b.seq; });
+  int64_t resume = 0, folded = 0;
+  for (size_t i = 0; i < read->size();) {
+    StoreBatch batch;
+    for (size_t end = std::min(read->size(), i + options_.batch_size); i < end; ++i) {
+      resume = std::max(resume, (*read)[i].seq + 1);
+      ASSIGN_OR_RETURN(const bool applied, decider_.Fold((*read)[i], batch));
+      folded += applied ? 1 : 0;
+    }
+    if (i == read->size()) {  // the offsets with the last of it: a crash before folds it again
+      for (const auto& [p, next] : high) {
+        store_->PutOffset(batch, ProviderDecider::kName, options_.outcomes_topic, p, next);
+      }
+      store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0,
+                        std::max(next_offset_, resume));
+    }
+    RETURN_IF_ERROR(store_->Write(batch));
+  }
+  outcomes_next_ = high;
+  Logger("registrar")->info("msg=\"outcomes folded\" read={} folded={}", read->size(), folded);
+  return std::optional<int64_t>(resume);
+}
+
+Result<std::optional<std::vector<ProviderOutcome>>> Registrar::ReadOutcomes(const Offsets& from,
+                                                                            const Offsets& high) {
   const std::string& outcomes = options_.outcomes_topic;
-  outcomes_next_ = from;
-  if (from >= high) return resume;
+  std::vector<ProviderOutcome> read;
+  Offsets next = from;
+  std::map<int32_t, int64_t> assignment;
+  for (const auto& [p, offset] : from) {
+    if (offset < high.at(p)) assignment[p] = offset;
+  }
+  if (assignment.empty()) return std::optional(std::move(read));
   ASSIGN_OR_RETURN(auto reader, Consumer::Create(options_.kafka, ""));
-  RETURN_IF_ERROR(reader->Assign(outcomes, {{0, from}}));
+  RETURN_IF_ERROR(reader->Assign(outcomes, assignment));
   const auto deadline = std::chrono::steady_clock::now() + kCatchUpTimeout;
-  int64_t folded = 0;
-  while (outcomes_next_ < high) {
+  auto done = [&] {
+    for (const auto& [p, offset] : next) {
+      if (offset < high.at(p)) return false;
+    }
+    return true;
+  };
+  while (!done()) {
     if (!running_.load()) return MakeError(ErrorCode::kUnavailable, "registrar stopping");
     if (std::chrono::steady_clock::now() > deadline) {
-      return MakeError(ErrorCode::kTimeout, "the outcome log was not read to offset " +
-                                                std::to_string(high) + " in time");
+      return MakeError(ErrorCode::kTimeout, "the outcome log was not read to its end in time");
     }
     ASSIGN_OR_RETURN(auto messages, reader->ConsumeBatch(options_.batch_size, kPollMs));
-    StoreBatch batch;
-    int64_t next = outcomes_next_;
     for (const auto& m : messages) {
-      if (m.offset < next || m.offset >= high) continue;
-      if (m.offset > next) {  // retention dropped records while they were read
-        gaps_.Add(outcomes, 0, next, m.offset);
-        return std::optional<int64_t>();
+      int64_t& at = next[m.partition];
+      if (m.offset < at || m.offset >= high.at(m.partition)) continue;
+      if (m.offset > at) {  // retention dropped records while they were read
+        gaps_.Add(outcomes, m.partition, at, m.offset);
+        return std::optional<std::vector<ProviderOutcome>>();
       }
-      next = m.offset + 1;
+      at = m.offset + 1;
       // What is not an outcome (poison) the registry runner dead-letters; it decided nothing.
       auto event = DecodeCloudEvent(m.value);
       if (!event || !IsProviderOutcomeType(event->type)) continue;
-      auto outcome = DecodeProviderOutcome(*event);
-      if (!outcome) continue;
-      resume = std::max(resume, outcome->seq + 1);
-      ASSIGN_OR_RETURN(const bool applied, decider_.Fold(*outcome, batch));
-      folded += applied ? 1 : 0;
+      if (auto outcome = DecodeProviderOutcome(*event)) read.push_back(std::move(*outcome));
     }
-    if (next == outcomes_next_) continue;
-    store_->PutOffset(batch, ProviderDecider::kName, outcomes, 0, next);
-    store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, resume);
-    RETURN_IF_ERROR(store_->Write(batch));
-    outcomes_next_ = next;
   }
-  Logger("registrar")->info("msg=\"outcomes folded\" from={} to={} folded={}", from, high, folded);
-  return resume;
+  return std::optional(std::move(read));
 }
 
 Result<DecisionInputs> Registrar::InputsFor(const ProviderRequest& request) const {
@@ -296,12 +337,13 @@ Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>
   }
   store_->PutOffset(batch, ProviderDecider::kName, options_.requests_topic, 0, next);
   // This instance's outcomes are in its state already: a later catch-up starts after them.
-  int64_t outcomes_next = outcomes_next_;
+  Offsets outcomes_next = outcomes_next_;
   for (const auto& position : positions) {
-    outcomes_next = std::max(outcomes_next, position.offset + 1);
-  }
-  if (outcomes_next != outcomes_next_) {
-    store_->PutOffset(batch, ProviderDecider::kName, options_.outcomes_topic, 0, outcomes_next);
+    int64_t& next = outcomes_next[position.partition];
+    if (position.offset < next) continue;
+    next = position.offset + 1;
+    store_->PutOffset(batch, ProviderDecider::kName, options_.outcomes_topic, position.partition,
+                      next);
   }
   RegistryProjection* registry = options_.registry;
   std::unique_lock<std::mutex> lock;

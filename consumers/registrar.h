@@ -12,8 +12,11 @@
 //                                instance's registry projection: RegistrarOptions::registry)
 //
 // A new owner's decider state may be behind (another instance decided since). Before deciding,
-// it folds the outcomes on dcm.providers from the offset it stored (0 for a fresh store) to the
-// high watermark (ProviderDecider::Fold), and resumes the request log after the last request
+// it reads the outcomes on dcm.providers from the offsets it stored (0 for a fresh store) to the
+// high watermarks, and folds them in decision order (`seq`, the request's offset: a topic made
+// with several partitions spreads them by provider id) with ProviderDecider::Fold. It holds them
+// in memory meanwhile (the outcomes produced since it last owned the partition; all of them
+// for a fresh store: ~1 KB each). Then it resumes the request log after the last request
 // those outcomes answer. Its state is thus rebuilt from the outcome log, which is kept forever,
 // never from the request log, whose head may be gone (SPEC §7 retention gaps). When the outcome
 // log itself lost records this registrar needs, it cannot know the state: it reports the gap
@@ -106,9 +109,13 @@ class Registrar {
   // Run's catch-up: retries a failed one with backoff; false when it found a gap and left the
   // group (the registrar stands by: unhealthy, deciding nothing, until restarted).
   bool CatchUpOrStandBy(int& failures);
-  // Folds the outcome log [from, high) into the decider state; returns the request offset after
-  // the last one those outcomes answer (at least `resume`), or nullopt at a gap (reported).
-  Result<std::optional<int64_t>> FoldOutcomes(int64_t from, int64_t high, int64_t resume);
+  using Offsets = std::map<int32_t, int64_t>;  // partition -> offset
+  // Folds the outcome log [from, high) into the decider state, in decision order; returns the
+  // request offset after the last one those outcomes answer, or nullopt at a gap (reported).
+  Result<std::optional<int64_t>> FoldOutcomes(const Offsets& from, const Offsets& high);
+  // The outcomes [from, high) of every partition; nullopt when records were missing (a gap).
+  Result<std::optional<std::vector<ProviderOutcome>>> ReadOutcomes(const Offsets& from,
+                                                                   const Offsets& high);
   // Decides, produces and commits `messages`; true when it stopped at a deletion that must wait
   // for the projections (the consumer was sought back to it).
   Result<bool> ProcessBatch(const std::vector<KafkaMessage>& messages);
@@ -143,9 +150,9 @@ class Registrar {
   std::atomic<bool> healthy_{true};
   RetentionGaps gaps_;
   bool catch_up_pending_ = false;  // assigned, outcomes not folded yet; runner thread only
-  int64_t outcomes_next_ = 0;      // the outcome log folded up to here; runner thread only
-  RetryWait retry_wait_;           // the retry backoff, cut short by Stop
-  int64_t next_offset_ = 0;        // runner thread only
+  std::map<int32_t, int64_t> outcomes_next_;  // the outcome log folded up to here; runner only
+  RetryWait retry_wait_;                      // the retry backoff, cut short by Stop
+  int64_t next_offset_ = 0;                   // runner thread only
   // ProjectionsCaughtUp's targets: projection name, topic, partition -> offset to reach. Reset at
   // each assignment; runner thread only.
   std::map<std::pair<std::string, std::string>, std::map<int32_t, int64_t>> catch_up_targets_;

@@ -28,22 +28,26 @@ T OrDie(Result<T> result) {
 
 class KafkaEnv {
  public:
-  static std::unique_ptr<KafkaEnv> Create(int partitions = 4) {
+  // `providers_partitions`: dcm.providers as a deployment made before it had one partition.
+  static std::unique_ptr<KafkaEnv> Create(int partitions = 4, int providers_partitions = 1) {
     auto env = std::unique_ptr<KafkaEnv>(new KafkaEnv());
     env->config.topics.prefix = "it-" + NewUuidV4().substr(0, 8) + ".";
     env->config.partitions = partitions;
+    auto topics = ProjectTopics(env->config);
+    for (auto& topic : topics) {
+      if (topic.name == env->config.topics.Providers()) topic.partitions = providers_partitions;
+    }
     const char* brokers = std::getenv("KAFKA_BROKERS");
     if (brokers && *brokers) {
       env->kafka.brokers = brokers;
       env->kafka.session_timeout_ms = 6000;
-      auto status = EnsureTopics(env->kafka, ProjectTopics(env->config),
-                                 env->config.topics.ProviderRequests(), 1);
+      auto status = EnsureTopics(env->kafka, topics, env->config.topics.ProviderRequests(), 1);
       if (!status) return nullptr;
     } else {
       auto mock = MockCluster::Create(1);
       if (!mock) return nullptr;
       env->mock = std::move(*mock);
-      if (!env->mock->CreateTopics(ProjectTopics(env->config))) return nullptr;
+      if (!env->mock->CreateTopics(topics)) return nullptr;
       env->kafka.brokers = env->mock->bootstrap();
       env->kafka.fetch_wait_max_ms = 10;  // KAFKA-NOTES: the mock waits the full long-poll
       env->kafka.session_timeout_ms = 4000;

@@ -547,6 +547,46 @@ TEST(RetentionGapFlowTest, AFreshRegistrarAfterTheRequestLogLostItsHeadStillRefu
   std::filesystem::remove_all(root);
 }
 
+// A deployment whose dcm.providers has several partitions (made before it had one): outcomes of
+// different providers are spread by id, so a takeover folds them in decision order (`seq`), not
+// partition by partition. Each rename frees a name that another provider, in another partition
+// or not, then takes: folded out of order, the later registration's name would be removed.
+TEST(RetentionGapFlowTest, OutcomesOverSeveralPartitionsAreFoldedInDecisionOrder) {
+  auto env = testing::KafkaEnv::Create(4, /*providers_partitions=*/4);
+  ASSERT_NE(env, nullptr);
+  const auto root = TempDir();
+  std::vector<std::pair<std::string, std::string>> taken;  // name -> id after the renames
+  {
+    Instance first(*env, (root / "first").string());
+    first.Start();
+    for (int i = 0; i < 10; ++i) {
+      const std::string freed = "freed-" + NewUuidV4().substr(0, 6);
+      const std::string moved = "moved-" + NewUuidV4().substr(0, 6);
+      const std::string a = OrDie(first.Register(freed)).provider.id;
+      ProviderRequest rename;
+      rename.kind = RequestKind::kUpdate;
+      rename.id = a;
+      rename.spec.name = moved;
+      rename.spec.endpoint = "http://sp.example:9000/api/vm";
+      rename.spec.service_type = "vm";
+      ASSERT_EQ(OrDie(first.Send(EncodeProviderRequest(rename, "test", 0))).kind,
+                OutcomeKind::kUpdated);
+      taken.emplace_back(moved, a);
+      taken.emplace_back(freed, OrDie(first.Register(freed)).provider.id);
+    }
+  }
+
+  Instance fresh(*env, (root / "fresh").string());
+  fresh.Start();
+  for (const auto& [name, id] : taken) {
+    auto duplicate = OrDie(fresh.Register(name, NewUuidV4()));
+    EXPECT_EQ(duplicate.status, 409) << name << ": " << duplicate.detail;
+    ASSERT_TRUE(duplicate.conflict) << name;
+    EXPECT_EQ(duplicate.conflict->id, id) << name;
+  }
+  std::filesystem::remove_all(root);
+}
+
 // The outcome log itself lost its head: a fresh registrar cannot know the state, so it reports
 // the gap and stands by (decides nothing); the registry runner reports its gap too, unless the
 // topic's records expire by design.
