@@ -6,6 +6,7 @@ The `dcm` binary comes from $DCM_BIN (ctest sets it). With $KAFKA_BROKERS set, t
 that cluster instead of `dcm dev-kafka`, with a unique topic prefix per test.
 """
 
+import functools
 import http.client
 import json
 import os
@@ -189,6 +190,12 @@ class Cluster:
 SERVE_ENV = {"AUTH_DISABLED": "true", "OUTBOUND_ALLOW_CIDRS": "127.0.0.0/8"}
 
 
+@functools.lru_cache(maxsize=None)
+def serve_has_flag(binary, flag):
+    out = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=20)
+    return flag in out.stdout
+
+
 class Instance:
     """`env` adds to SERVE_ENV; a value of None removes that variable. `wait_ready`: return only
     once /readyz answers 200 (else once it listens)."""
@@ -202,7 +209,8 @@ class Instance:
                 *extra]
         if "--decision-timeout" not in extra:
             args += ["--decision-timeout", "20s"]
-        if "--write-timeout" not in extra:  # as patient as the decision timeout
+        # As patient as the decision timeout (an older build, in the upgrade check, has no flag).
+        if "--write-timeout" not in extra and serve_has_flag(DCM_BIN, "--write-timeout"):
             args += ["--write-timeout", "20s"]
         if not cluster.external:
             args += ["--fetch-wait-max-ms", "10"]

@@ -81,8 +81,12 @@ class UpgradeTest(unittest.TestCase):
         return out.stdout
 
     def test_a_log_and_store_written_by_the_old_build_verify_and_serve_on_the_new(self):
-        use(OLD)
+        # The broker (`dcm dev-kafka`) is the new build's: a deployment upgrades `dcm serve`,
+        # not its Kafka, and the new topics (the probes topic of issue #13) exist from the start,
+        # as `dcm serve` creates them on a real broker (the mock has no Admin API to).
+        use(NEW)
         self.cluster = Cluster(partitions=4)
+        use(OLD)
         try:
             old = self.cluster.serve(extra=FAST, name="old")
             sim = SpSim(old.url, 3, name_prefix="upg")
