@@ -1,5 +1,8 @@
 #include "consumers/retention_gap.h"
 
+#include <charconv>
+#include <cstdio>
+
 #include "src/common/log.h"
 
 namespace dcm {
@@ -8,6 +11,12 @@ namespace {
 
 std::string GapPrefix(const std::string& consumer) { return "gap/" + consumer + "/"; }
 
+template <class T>
+bool ParseNumber(std::string_view text, T& out) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
 }  // namespace
 
 Status RetentionGaps::Load() {
@@ -15,18 +24,17 @@ Status RetentionGaps::Load() {
   std::vector<Gap> loaded;
   const std::string prefix = GapPrefix(consumer_);
   RETURN_IF_ERROR(store_->Scan(prefix, "", [&](std::string_view key, std::string_view value) {
-    // key: <prefix><topic>/<partition>/<from>; value: <to>
-    const std::string rest(key.substr(prefix.size()));
-    const size_t slash_from = rest.rfind('/');
-    const size_t slash_partition = rest.rfind('/', slash_from - 1);
-    if (slash_from == std::string::npos || slash_partition == std::string::npos) return true;
-    try {
-      loaded.push_back(
-          {rest.substr(0, slash_partition),
-           std::stoi(rest.substr(slash_partition + 1, slash_from - slash_partition - 1)),
-           std::stoll(rest.substr(slash_from + 1)), std::stoll(std::string(value))});
-    } catch (const std::exception&) {  // not ours: skip it
+    // key: <prefix><topic>/<partition>/<from>; value: <to>. Topic names have no '/'.
+    const std::string_view rest = key.substr(prefix.size());
+    const size_t slash = rest.find('/');
+    const size_t last = rest.rfind('/');
+    Gap gap{std::string(rest.substr(0, slash)), 0, 0, 0};
+    if (slash == std::string_view::npos || last == slash ||
+        !ParseNumber(rest.substr(slash + 1, last - slash - 1), gap.partition) ||
+        !ParseNumber(rest.substr(last + 1), gap.from) || !ParseNumber(value, gap.to)) {
+      return true;  // not a gap record: passed over
     }
+    loaded.push_back(std::move(gap));
     return true;
   }));
   for (const Gap& g : loaded) {
