@@ -587,6 +587,41 @@ TEST(RetentionGapFlowTest, OutcomesOverSeveralPartitionsAreFoldedInDecisionOrder
   std::filesystem::remove_all(root);
 }
 
+// A running projection that falls behind the retention (here: paused by a full disk while the
+// log drops the records it has neither applied nor fetched) reports the gap when it reads on:
+// librdkafka resets it to the log's start, and the records it skipped are counted, not silently
+// lost.
+TEST(RetentionGapFlowTest, ARunnerThatFellBehindTheRetentionReportsTheGapWhenItReadsOn) {
+  auto env = testing::KafkaEnv::Create();
+  ASSERT_NE(env, nullptr);
+  if (!env->mock) GTEST_SKIP() << "a real cluster keeps its logs (KAFKA_BROKERS)";
+  // A consumer that prefetches one record, not 64 MiB: the dropped records are not already
+  // fetched into its memory, as they would be on a log this small.
+  env->kafka.extra.emplace("queued.max.messages.kbytes", "1");
+  const auto root = TempDir();
+  std::atomic<bool> full{false};
+  Instance in(*env, (root / "paused").string(), nullptr,
+              StoreOptions{.min_free_bytes = 1 << 20,
+                           .free_space_check_interval = std::chrono::milliseconds(0),
+                           .free_bytes = [&full](const std::string&) -> Result<uint64_t> {
+                             return full ? 0 : uint64_t{1} << 30;
+                           }});
+  in.Start();
+  ASSERT_TRUE(in.Register("before-" + NewUuidV4().substr(0, 6)));
+  ASSERT_TRUE(in.runner->Gaps().Empty());
+  full = true;
+  const std::string providers = env->config.topics.Providers();
+  DropTheHead(*env, *in.producer, providers, 20);  // nor fetched more than one or two
+  ASSERT_TRUE(Eventually([&] { return !in.runner->Healthy(); }));
+  full = false;
+  ASSERT_TRUE(Eventually([&] { return !in.runner->Gaps().Empty(); }))
+      << "the runner skipped records without reporting them";
+  EXPECT_EQ(in.runner->Gaps().Describe().rfind(providers + "[0]: offsets ", 0), 0u)
+      << in.runner->Gaps().Describe();
+  EXPECT_TRUE(Eventually([&] { return in.runner->Healthy(); }));
+  std::filesystem::remove_all(root);
+}
+
 // The outcome log itself lost its head: a fresh registrar cannot know the state, so it reports
 // the gap and stands by (decides nothing); the registry runner reports its gap too, unless the
 // topic's records expire by design.
