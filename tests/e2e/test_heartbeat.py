@@ -1,0 +1,151 @@
+"""Liveness by heartbeat end to end (SPEC §8, issue #14, first slice): a real `dcm serve --dev`
+with the default HEARTBEAT_TIMEOUT (12 s). A heartbeat provider whose endpoint is a closed port
+is never probed (a probed twin on the same closed port is, and no probe event names the
+heartbeat one), becomes Ready on its first beat, Unavailable with heartbeat_expired 12 s (±1 s)
+after its last beat, and Ready again on the next one. Its beats are recorded coalesced. A beat
+for an unknown id answers 404."""
+
+import re
+import socket
+import sys
+import time
+import unittest
+
+from harness import API, DevServer, main, rfc3339_ms, wait_until
+
+TIMEOUT_S = 12.0  # the default HEARTBEAT_TIMEOUT: the server runs without the flag
+PRECISION_S = 1.0
+# Probing at 1 s, so a probe of the heartbeat provider would show within its 12 s of silence.
+FAST_PROBES = ["--health-check-interval", "1s", "--health-check-timeout", "300ms"]
+
+
+def closed_port():
+    """A port bound but not listening: connections to it are refused, and nothing else can
+    take it while the socket lives."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
+
+
+def metric(text, name, labels=""):
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(rf"^{re.escape(name)}(\{{[^}}]*\}})? ([0-9.eE+-]+)$", line)
+        if m and labels in (m.group(1) or ""):
+            total += float(m.group(2))
+    return total
+
+
+class HeartbeatTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sock, cls.port = closed_port()
+        cls.server = DevServer(extra=FAST_PROBES)
+        cls.c = cls.server.client
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.sock.close()
+
+    def register(self, name, liveness):
+        body = {"name": name, "endpoint": f"http://127.0.0.1:{self.port}/api",
+                "service_type": "vm", "liveness": liveness}
+        r = self.c.post(f"{API}/providers?id={name}", body)
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.json()["liveness"], liveness)
+        return name
+
+    def beat(self, pid, method="POST"):
+        r = self.c.request(method, f"{API}/providers/{pid}/heartbeat")
+        self.assertEqual(r.status, 200, r)
+        return r.json()
+
+    def provider(self, pid):
+        r = self.c.get(f"{API}/providers/{pid}")
+        self.assertEqual(r.status, 200, r)
+        return r.json()
+
+    def history_types(self, pid):
+        events, token = [], ""
+        while True:
+            r = self.c.get(f"{API}/providers/{pid}/history?max_page_size=100" +
+                           (f"&page_token={token}" if token else ""))
+            self.assertEqual(r.status, 200, r)
+            page = r.json()
+            events += page["events"]
+            token = page.get("next_page_token")
+            if not token:
+                return events
+
+    def test_01_unknown_id_heartbeat_is_404(self):
+        for method in ("POST", "PUT"):
+            r = self.c.request(method, f"{API}/providers/no-such-provider/heartbeat")
+            self.assertEqual(r.status, 404, r)
+            self.assertEqual(r.headers["content-type"], "application/problem+json")
+
+    def test_02_ready_on_first_beat_expired_after_12s_ready_again_never_probed(self):
+        pid = self.register("edge-hb", "heartbeat")
+        twin = self.register("edge-probed", "probe")  # same closed port, probed
+        self.assertEqual(self.provider(pid)["health_status"], "Pending")
+
+        # Ready on the first beat, in the reply itself and on reads (read-your-writes aside,
+        # the local projection folds the record within a moment).
+        first = self.beat(pid)
+        self.assertEqual(first["status"], "Ready", first)
+        self.assertEqual(first["last_transition_reason"], "heartbeat")
+        wait_until(lambda: self.provider(pid)["health_status"] == "Ready", timeout=5,
+                   what="Ready after the first beat")
+
+        # A few more beats (coalesced), the last one timed by the server.
+        for _ in range(3):
+            time.sleep(1.0)
+            last = self.beat(pid, "PUT")
+            self.assertEqual(last["status"], "Ready", last)
+        last_beat_ms = rfc3339_ms(last["last_heartbeat_time"])
+        sent_at = time.monotonic()
+
+        # Silence: Unavailable with heartbeat_expired 12 s (±1 s) after the last beat.
+        def expired():
+            p = self.provider(pid)
+            return p if p["health_status"] == "Unavailable" else None
+        p = wait_until(expired, timeout=TIMEOUT_S + 5, interval=0.1, what="heartbeat_expired")
+        observed_s = time.monotonic() - sent_at
+        health = p["health"]
+        self.assertEqual(health["last_transition_reason"], "heartbeat_expired", health)
+        decided_s = (rfc3339_ms(health["last_transition_time"]) - last_beat_ms) / 1000
+        self.assertLessEqual(abs(decided_s - TIMEOUT_S), PRECISION_S, health)
+        self.assertLessEqual(abs(observed_s - TIMEOUT_S), PRECISION_S + 0.5, observed_s)
+        print(f"\n  expiry decided {decided_s:.3f} s after the last beat (observed by polling after "
+              f"{observed_s:.3f} s)", file=sys.stderr)
+
+        # Ready again on the next beat.
+        again = self.beat(pid)
+        self.assertEqual(again["status"], "Ready", again)
+        wait_until(lambda: self.provider(pid)["health_status"] == "Ready", timeout=5,
+                   what="Ready again")
+
+        # Never probed: the probed twin on the same closed port was (connect failures), the
+        # heartbeat provider has no probe event at all, only its coalesced heartbeat records.
+        wait_until(lambda: any(e["type"] == "dcm.provider.health_probed"
+                               for e in self.history_types(twin)), timeout=10,
+                   what="the probed twin's probes in its history")
+        events = self.history_types(pid)
+        types = [e["type"] for e in events]
+        self.assertNotIn("dcm.provider.health_probed", types)
+        beats = [e for e in events if e["type"] == "dcm.provider.heartbeat_recorded"]
+        # first beat (Ready), the expiry, the beat after it: 5 beats + 1 expiry in 3 records.
+        self.assertEqual(len(beats), 3, [e.get("summary") for e in beats])
+        changes = [e for e in events if e["type"] == "dcm.provider.health_changed"]
+        self.assertEqual(len(changes), 3, [e.get("summary") for e in changes])
+        self.assertEqual(self.provider(twin)["health_status"], "Unavailable")
+
+        metrics = self.c.get("/metrics").body.decode()
+        self.assertEqual(metric(metrics, "dcm_heartbeats_total"), 5)
+        self.assertEqual(metric(metrics, "dcm_heartbeat_expiries_total"), 1)
+        self.assertGreater(metric(metrics, "dcm_probes_total", 'result="connect"'), 0)
+
+
+if __name__ == "__main__":
+    main()
