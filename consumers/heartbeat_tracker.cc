@@ -122,6 +122,20 @@ std::optional<BeatOutcome> HeartbeatTracker::Expire(const std::string& id, int64
   return out;
 }
 
+std::vector<std::string> HeartbeatTracker::Unarmed() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, t] : targets_) {
+    if (t.record.last_beat_time_ms == 0 || Expired(t.record)) ids.push_back(id);
+  }
+  return ids;
+}
+
+void HeartbeatTracker::Refresh(const std::string& id,
+                               const std::optional<HealthRecord>& projected) {
+  auto it = targets_.find(id);
+  if (it != targets_.end()) Merge(it->second, projected);
+}
+
 std::optional<int64_t> HeartbeatTracker::NextDeadline() const {
   std::optional<int64_t> next;
   for (const auto& [id, t] : targets_) {

@@ -12,7 +12,9 @@
 //
 // Every call that decides takes `projected`, the provider's record in the local projection:
 // beats that reached other instances are recorded as they come (`forwarded`) and show there, so
-// the owner adopts a projected record that knows a newer beat than it does.
+// the owner adopts a projected record that knows a newer beat than it does. Providers without a
+// deadline (Unarmed: never beaten or expired here) are refreshed from the projection by the
+// Prober once per second, so a forwarded beat arms them.
 // Not thread-safe: the Prober serialises calls.
 #pragma once
 
@@ -66,6 +68,11 @@ class HeartbeatTracker {
   std::optional<BeatOutcome> Expire(const std::string& id, int64_t now_ms,
                                     const std::optional<HealthRecord>& projected,
                                     std::string record_id);
+  // Ids with no deadline: never beaten, or expired, as far as this tracker knows. A beat
+  // forwarded by another instance arms them only once Refresh sees it in the projection.
+  std::vector<std::string> Unarmed() const;
+  // Adopts `projected` if it knows a newer beat (or registration) than the tracker.
+  void Refresh(const std::string& id, const std::optional<HealthRecord>& projected);
   // The earliest time a provider can expire (nullopt: none can).
   std::optional<int64_t> NextDeadline() const;
   // Records for the beats coalesced and not yet recorded, and marks them recorded.

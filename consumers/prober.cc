@@ -310,8 +310,8 @@ void Prober::SchedulerLoop() {
     // Sleep until the next due probe; completions, changes and assignments wake us earlier.
     // Microseconds, not milliseconds: a wait rounded down to 0 ms would spin until the due time,
     // which at 1,000 probes/s is always.
-    std::chrono::microseconds wait = std::min<std::chrono::microseconds>(
-        std::chrono::seconds(1), UntilNextExpiry(now));
+    std::chrono::microseconds wait =
+        std::min<std::chrono::microseconds>(std::chrono::seconds(1), UntilNextExpiry(now));
     if (auto next = scheduler_.NextDue();
         next && scheduler_.in_flight() < static_cast<size_t>(options_.health.max_in_flight)) {
       wait = std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(*next - now),
@@ -409,13 +409,19 @@ void Prober::EmitBeat(const BeatOutcome& outcome) {
   const HealthChange& c = *outcome.change;
   changes_->Inc();
   Logger("prober")->info("msg=\"provider health changed\" id={} from={} to={} reason=\"{}\"",
-                         c.provider_id, HealthStatusName(c.from), HealthStatusName(c.to),
-                         c.reason);
+                         c.provider_id, HealthStatusName(c.from), HealthStatusName(c.to), c.reason);
   Emit(options_.health_topic, EncodeHealthChange(c, options_.source));
 }
 
 void Prober::ExpireDue() {
   const int64_t now = clock_->NowMillis();
+  // Beats forwarded by other instances arm providers this tracker has no deadline for.
+  if (now - last_refresh_ms_ >= 1000) {
+    last_refresh_ms_ = now;
+    for (const auto& id : tracker_.Unarmed()) {
+      if (auto stored = health_->Get(id); stored && *stored) tracker_.Refresh(id, *stored);
+    }
+  }
   for (const auto& id : tracker_.Due(now)) {
     std::optional<HealthRecord> projected;  // a beat forwarded by another instance postpones it
     if (auto stored = health_->Get(id); stored) projected = std::move(*stored);

@@ -107,8 +107,8 @@ class Prober {
   void Launch(const ProbeTask& task);
   void Finish(const ProbeTask& task, ProbeResponse response);
   void Emit(const std::string& topic, const CloudEvent& event);
-  void EmitBeat(const BeatOutcome& outcome);  // mu_ held
-  void ExpireDue();                           // mu_ held
+  void EmitBeat(const BeatOutcome& outcome);                       // mu_ held
+  void ExpireDue();                                                // mu_ held
   std::chrono::microseconds UntilNextExpiry(TimePoint now) const;  // mu_ held
   // Routes an owned provider to the scheduler or the tracker by its liveness; mu_ held. True
   // when the probe URL changed (drop its pooled connection).
@@ -139,6 +139,7 @@ class Prober {
   std::set<int32_t> owned_;  // partitions
   ProbeScheduler scheduler_;
   HeartbeatTracker tracker_;
+  int64_t last_refresh_ms_ = 0;          // of the tracker's unarmed providers (mu_)
   std::vector<int32_t> pending_assign_;  // group thread only
   bool assigned_ = false;                // an assignment arrived (maybe empty); group thread
 

@@ -32,9 +32,9 @@ inline constexpr int kHeartbeatRecordedSchemaVersion = 1;
 inline constexpr char kHeartbeatExpiredReason[] = "heartbeat_expired";
 
 enum class BeatResult {
-  kHealthy,             // a beat without a status, or with "healthy"
-  kReportedUnhealthy,   // a beat with "status":"unhealthy"
-  kExpired,             // no beat for HEARTBEAT_TIMEOUT (decided by the owner)
+  kHealthy,            // a beat without a status, or with "healthy"
+  kReportedUnhealthy,  // a beat with "status":"unhealthy"
+  kExpired,            // no beat for HEARTBEAT_TIMEOUT (decided by the owner)
 };
 // "healthy", "reported_unhealthy", "heartbeat_expired" (the record's `last_result`).
 const char* BeatResultName(BeatResult result);

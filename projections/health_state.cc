@@ -166,8 +166,8 @@ FoldResult FoldHeartbeat(HealthRecord& r, const HeartbeatRecord& h) {
   if (r.status != before) {
     r.last_transition_time_ms = h.time_ms;
     r.last_transition_reason = effect.reason;
-    result.change = HealthChange{r.provider_id,         h.time_ms, before, r.status,
-                                 std::move(effect.reason), h.seq,     {h.record_id}};
+    result.change = HealthChange{
+        r.provider_id, h.time_ms, before, r.status, std::move(effect.reason), h.seq, {h.record_id}};
   }
   return result;
 }

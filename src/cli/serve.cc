@@ -347,6 +347,19 @@ void RegisterLimitFlags(CLI::App* cmd, ServeFlags& flags) {
       ->capture_default_str();
 }
 
+// Liveness by heartbeat (SPEC §8).
+void RegisterHeartbeatFlags(CLI::App* cmd, ServeFlags& flags) {
+  cmd->add_option("--heartbeat-timeout", flags.heartbeat_timeout,
+                  "A heartbeat provider without a beat for this long is Unavailable "
+                  "(heartbeat_expired)")
+      ->envname("HEARTBEAT_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-record-every", flags.heartbeat_record_every,
+                  "At least one 'still beating' event per heartbeat provider this often")
+      ->envname("HEARTBEAT_RECORD_EVERY")
+      ->capture_default_str();
+}
+
 // Active health probing (SPEC §2, §3.2).
 void RegisterHealthCheckFlags(CLI::App* cmd, ServeFlags& flags) {
   Config& c = flags.config;
@@ -374,15 +387,6 @@ void RegisterHealthCheckFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--health-check-max-backoff-interval", flags.health_max_backoff,
                   "Longest probe delay while Unavailable")
       ->envname("HEALTH_CHECK_MAX_BACKOFF_INTERVAL")
-      ->capture_default_str();
-  cmd->add_option("--heartbeat-timeout", flags.heartbeat_timeout,
-                  "A heartbeat provider without a beat for this long is Unavailable "
-                  "(heartbeat_expired)")
-      ->envname("HEARTBEAT_TIMEOUT")
-      ->capture_default_str();
-  cmd->add_option("--heartbeat-record-every", flags.heartbeat_record_every,
-                  "At least one 'still beating' event per heartbeat provider this often")
-      ->envname("HEARTBEAT_RECORD_EVERY")
       ->capture_default_str();
   cmd->add_option("--health-check-ca-file", c.health.ca_file,
                   "PEM CA bundle for https provider endpoints (default: system trust store)")
@@ -456,6 +460,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "Run a control-plane instance");
   RegisterCoreFlags(cmd, *flags);
   RegisterHealthCheckFlags(cmd, *flags);
+  RegisterHeartbeatFlags(cmd, *flags);
   RegisterInstanceFlags(cmd, *flags);
   RegisterTrustBoundaryFlags(cmd, *flags);
   RegisterLimitFlags(cmd, *flags);

@@ -56,9 +56,9 @@ Result<BeatResult> ParseHeartbeatBody(const HttpRequest& request) {
   }
   simdjson::dom::object body;
   if (parsed->get(body)) {
-    return MakeError(ErrorCode::kInvalidArgument, "heartbeat body must be a JSON object",
-                     {{"body", std::string("must be a JSON object, got ") +
-                                   JsonTypeName(*parsed)}});
+    return MakeError(
+        ErrorCode::kInvalidArgument, "heartbeat body must be a JSON object",
+        {{"body", std::string("must be a JSON object, got ") + JsonTypeName(*parsed)}});
   }
   auto status = Member(body, "status");
   if (!status || status->is_null()) return BeatResult::kHealthy;

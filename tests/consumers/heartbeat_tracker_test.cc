@@ -130,6 +130,40 @@ TEST_F(HeartbeatTrackerTest, ABeatForwardedByAnotherInstancePostponesTheExpiry) 
   EXPECT_TRUE(tracker_.Expire("edge-1", kT0 + 22000, projected, "x").has_value());
 }
 
+TEST_F(HeartbeatTrackerTest, ForwardedBeatsArmANeverBeatenOrExpiredProviderOnRefresh) {
+  // Every beat of edge-1 went to another instance: only the projection knows of them.
+  auto forwarded_at = [](int64_t at_ms, const std::optional<HealthRecord>& base) {
+    HealthRecord projected = base.value_or(HealthRecord{});
+    HeartbeatRecord h;
+    h.provider_id = "edge-1";
+    h.registration_seq = 1;
+    h.time_ms = h.seq = h.last_beat_time_ms = at_ms;
+    h.forwarded = true;
+    FoldHeartbeat(projected, h);
+    return projected;
+  };
+  EXPECT_EQ(tracker_.Unarmed(), std::vector<std::string>{"edge-1"});
+  const HealthRecord first = forwarded_at(kT0, std::nullopt);
+  tracker_.Refresh("edge-1", first);
+  EXPECT_TRUE(tracker_.Unarmed().empty());
+  EXPECT_EQ(tracker_.NextDeadline(), kT0 + 12000);
+  ASSERT_TRUE(tracker_.Expire("edge-1", kT0 + 12000, first, "x").has_value());
+  // Expired here; a forwarded beat revives it in the projection, and a refresh re-arms it.
+  EXPECT_EQ(tracker_.Unarmed(), std::vector<std::string>{"edge-1"});
+  HealthRecord expired = first;
+  HeartbeatRecord expiry;
+  expiry.provider_id = "edge-1";
+  expiry.registration_seq = 1;
+  expiry.result = BeatResult::kExpired;
+  expiry.time_ms = expiry.seq = kT0 + 12000;
+  expiry.last_beat_time_ms = kT0;
+  FoldHeartbeat(expired, expiry);
+  const HealthRecord revived = forwarded_at(kT0 + 20000, expired);
+  tracker_.Refresh("edge-1", revived);
+  EXPECT_TRUE(tracker_.Unarmed().empty());
+  EXPECT_EQ(tracker_.NextDeadline(), kT0 + 32000);
+}
+
 TEST(HeartbeatTrackerTakeoverTest, ATakingOverInstanceTimesExpiryFromTheLoggedBeatNotFromJoining) {
   // The previous owner recorded a beat at T0; this instance takes over at T0 + 8 s.
   HealthRecord logged;

@@ -3,7 +3,9 @@ with the default HEARTBEAT_TIMEOUT (12 s). A heartbeat provider whose endpoint i
 is never probed (a probed twin on the same closed port is, and no probe event names the
 heartbeat one), becomes Ready on its first beat, Unavailable with heartbeat_expired 12 s (±1 s)
 after its last beat, and Ready again on the next one. Its beats are recorded coalesced. A beat
-for an unknown id answers 404."""
+for an unknown id answers 404. With two instances, beats sent to one of them keep every
+provider Ready (the non-owner forwards them), and each silent provider is expired exactly once,
+by the owner of its partition."""
 
 import re
 import socket
@@ -11,7 +13,7 @@ import sys
 import time
 import unittest
 
-from harness import API, DevServer, main, rfc3339_ms, wait_until
+from harness import API, Cluster, DevServer, kafka_events, main, rfc3339_ms, wait_until
 
 TIMEOUT_S = 12.0  # the default HEARTBEAT_TIMEOUT: the server runs without the flag
 PRECISION_S = 1.0
@@ -145,6 +147,65 @@ class HeartbeatTest(unittest.TestCase):
         self.assertEqual(metric(metrics, "dcm_heartbeats_total"), 5)
         self.assertEqual(metric(metrics, "dcm_heartbeat_expiries_total"), 1)
         self.assertGreater(metric(metrics, "dcm_probes_total", 'result="connect"'), 0)
+
+
+
+class TwoInstancesTest(unittest.TestCase):
+    TIMEOUT_S = 3.0  # short, to stay fast; the precision asserted is still ±1 s
+    COUNT = 8
+
+    def test_beats_at_one_instance_keep_all_ready_and_each_expiry_is_decided_once(self):
+        cluster = Cluster(partitions=4)
+        try:
+            extra = ["--heartbeat-timeout", f"{self.TIMEOUT_S:g}s"]
+            a = cluster.serve(name="a", extra=extra)
+            b = cluster.serve(name="b", extra=extra)
+
+            def partitions(inst):
+                return inst.client.get("/admin/info").json().get("prober_partitions") or []
+            wait_until(lambda: partitions(a) and partitions(b), timeout=30,
+                       what="the prober partitions split between a and b")
+            ids = []
+            for i in range(self.COUNT):
+                body = {"name": f"edge-{i}", "endpoint": "http://127.0.0.1:9/api",
+                        "service_type": "vm", "liveness": "heartbeat"}
+                r = a.client.post(f"{API}/providers?id=edge-{i}", body)
+                self.assertEqual(r.status, 201, r)
+                ids.append(f"edge-{i}")
+            # Every beat goes to a, for more than two timeouts: b's providers stay Ready only if
+            # a's forwarded beats reach b.
+            last_beat = {}
+            for _ in range(int(2 * self.TIMEOUT_S) + 2):
+                for pid in ids:
+                    r = a.client.post(f"{API}/providers/{pid}/heartbeat")
+                    self.assertEqual(r.status, 200, r)
+                    last_beat[pid] = rfc3339_ms(r.json()["last_heartbeat_time"])
+                time.sleep(1.0)
+            for inst in (a, b):
+                statuses = {p["id"]: p["health_status"] for p in inst.providers()}
+                self.assertEqual(statuses, {pid: "Ready" for pid in ids}, inst.name)
+            topic = cluster.prefix + "health-probes"
+            records = [e for e in kafka_events(cluster.bootstrap, topic)
+                       if e["type"] == "dcm.provider.heartbeat_recorded"]
+            self.assertFalse([e for e in records if e["data"]["result"] == "heartbeat_expired"])
+            self.assertTrue(any(e["data"].get("forwarded") for e in records),
+                            "a forwarded the beats of b's providers")
+
+            # Silence: each provider expires once, decided by its owner, ±1 s.
+            wait_until(lambda: all(p["health_status"] == "Unavailable" for p in b.providers()),
+                       timeout=self.TIMEOUT_S + 5, what="all expired")
+            time.sleep(1.5)  # room for a second (wrong) expiry to show
+            expiries = [e for e in kafka_events(cluster.bootstrap, topic)
+                        if e["type"] == "dcm.provider.heartbeat_recorded"
+                        and e["data"]["result"] == "heartbeat_expired"]
+            self.assertEqual(sorted(e["subject"] for e in expiries), sorted(ids))
+            self.assertEqual({e["source"] for e in expiries}, {"dcm/prober/a", "dcm/prober/b"})
+            for e in expiries:
+                after_s = (rfc3339_ms(e["time"]) - last_beat[e["subject"]]) / 1000
+                self.assertLessEqual(abs(after_s - self.TIMEOUT_S), 1.0, e)
+        finally:
+            cluster.close()
+
 
 
 if __name__ == "__main__":

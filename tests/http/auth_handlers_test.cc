@@ -274,9 +274,9 @@ TEST_F(AuthorizationTest, OnlyTheOwningProviderOrAnAdminChangesAProvider) {
 }
 
 TEST_F(AuthorizationTest, OnlyTheOwningProviderOrAnAdminSendsItsHeartbeats) {
-  auto registered =
-      As("sp-a", "POST", "/api/v1alpha1/providers",
-         R"({"name":"edge-a","endpoint":"http://edge-a/","service_type":"vm","liveness":"heartbeat"})");
+  auto registered = As(
+      "sp-a", "POST", "/api/v1alpha1/providers",
+      R"({"name":"edge-a","endpoint":"http://edge-a/","service_type":"vm","liveness":"heartbeat"})");
   ASSERT_EQ(registered.status, 201) << registered.body;
   const std::string beat = "/api/v1alpha1/providers/" + Parse(registered).Str("id") + "/heartbeat";
   EXPECT_EQ(As("sp-b", "POST", beat, "").status, 403);

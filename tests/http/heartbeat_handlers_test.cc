@@ -90,10 +90,11 @@ TEST_F(HeartbeatHandlersTest, AnUnhealthyStatusIsPassedOnInAnyCaseAndOtherMember
 TEST_F(HeartbeatHandlersTest, ABadBodyIs400NamingTheFieldAndIsNotABeat) {
   const std::string id = RegisterHeartbeat("edge-1");
   const std::string path = "/api/v1alpha1/providers/" + id + "/heartbeat";
-  const std::pair<const char*, const char*> cases[] = {
-      {R"({"status":"sleepy"})", "status"}, {R"({"status":1})", "status"},
-      {"[1]", "body"},                      {"{not json", "body"},
-      {"\"healthy\"", "body"}};
+  const std::pair<const char*, const char*> cases[] = {{R"({"status":"sleepy"})", "status"},
+                                                       {R"({"status":1})", "status"},
+                                                       {"[1]", "body"},
+                                                       {"{not json", "body"},
+                                                       {"\"healthy\"", "body"}};
   for (const auto& [body, field] : cases) {
     auto r = Call("POST", path, body);
     ASSERT_EQ(r.status, 400) << body << " " << r.body;
