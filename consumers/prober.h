@@ -139,7 +139,8 @@ class Prober {
   std::set<int32_t> owned_;  // partitions
   ProbeScheduler scheduler_;
   HeartbeatTracker tracker_;
-  int64_t last_refresh_ms_ = 0;          // of the tracker's unarmed providers (mu_)
+  int64_t next_expiry_check_ms_ = 0;     // when ExpireDue scans the tracker next (mu_)
+  int64_t next_refresh_ms_ = 0;          // when it refreshes the unarmed from the projection (mu_)
   std::vector<int32_t> pending_assign_;  // group thread only
   bool assigned_ = false;                // an assignment arrived (maybe empty); group thread
 
