@@ -816,5 +816,68 @@ TEST_F(HealthFlowTest, AHeartbeatProviderIsNeverProbedReadyOnABeatExpiredAfterTh
   EXPECT_EQ(changes[2].to, HealthStatus::kReady);
 }
 
+TEST_F(HealthFlowTest, ASurvivorExpiresTheHeartbeatProvidersItTakesOverFromTheLoggedLastBeat) {
+  HealthCheckConfig health = FastHealth();
+  health.heartbeat_timeout = 4s;
+  Instance& a = AddInstance("a", health);
+  Instance& b = AddInstance("b", health);
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  ASSERT_TRUE(WaitForSplit({&a, &b}, 0));
+  const auto b_partitions = b.prober->OwnedPartitions();
+  const std::set<int32_t> on_b(b_partitions.begin(), b_partitions.end());
+  std::vector<Provider> providers;
+  for (int i = 0; i < 12; ++i) {
+    const std::string name = Unique("edge");
+    auto outcome = a.Register(name, EndpointOf(name), Liveness::kHeartbeat);
+    ASSERT_TRUE(outcome && outcome->kind == OutcomeKind::kRegistered);
+    providers.push_back(outcome->provider);
+  }
+  auto owned_by_b = [&](const std::string& id) {
+    return on_b.count(KeyPartition(id, env_->config.partitions)) > 0;
+  };
+  ASSERT_TRUE(std::any_of(providers.begin(), providers.end(),
+                          [&](const Provider& p) { return owned_by_b(p.id); }));
+  // Each provider beats at its owner only, four times 700 ms apart: the owner records the first
+  // beat and coalesces the other three.
+  std::map<std::string, int64_t> last_beat_ms;
+  for (int round = 0; round < 4; ++round) {
+    if (round > 0) std::this_thread::sleep_for(700ms);
+    for (const Provider& p : providers) {
+      Instance& owner = owned_by_b(p.id) ? b : a;
+      auto reply = owner.prober->Beat(p, BeatResult::kHealthy);
+      ASSERT_TRUE(reply) << reply.error().message;
+      last_beat_ms[p.id] = reply->last_beat_time_ms;
+    }
+  }
+  // b leaves at once: its coalesced beats must reach the log, or a would time b's providers
+  // from their first beat (2.1 s early). a must not time them from when it joined either.
+  b.prober->Stop();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return std::all_of(providers.begin(), providers.end(), [&](const Provider& p) {
+          auto r = a.Health(p.id);
+          return r && r->status == HealthStatus::kUnavailable;
+        });
+      },
+      health.heartbeat_timeout + SessionTimeout() + 4s));
+  EXPECT_EQ(a.prober->OwnedPartitions().size(), static_cast<size_t>(env_->config.partitions));
+  HealthLog log(*env_);
+  ASSERT_TRUE(log.CatchUp());
+  for (const Provider& p : providers) {
+    SCOPED_TRACE(p.id + (owned_by_b(p.id) ? " (taken over from b)" : " (a's own)"));
+    const HealthRecord r = *a.Health(p.id);
+    EXPECT_EQ(r.last_transition_reason, "heartbeat_expired");
+    EXPECT_EQ(r.last_beat_time_ms, last_beat_ms[p.id]);
+    EXPECT_NEAR(r.last_transition_time_ms - last_beat_ms[p.id], 4000, 1000);
+    const auto changes = log.Changes(p.id);
+    EXPECT_EQ(
+        std::count_if(changes.begin(), changes.end(),
+                      [](const HealthChange& c) { return c.to == HealthStatus::kUnavailable; }),
+        1)
+        << "expired once";
+  }
+}
+
 }  // namespace
 }  // namespace dcm
