@@ -8,6 +8,7 @@ provider Ready (the non-owner forwards them), and each silent provider is expire
 by the owner of its partition."""
 
 import re
+from datetime import datetime, timezone
 import socket
 import sys
 import time
@@ -142,6 +143,18 @@ class HeartbeatTest(unittest.TestCase):
         changes = [e for e in events if e["type"] == "dcm.provider.health_changed"]
         self.assertEqual(len(changes), 3, [e.get("summary") for e in changes])
         self.assertEqual(self.provider(twin)["health_status"], "Unavailable")
+
+        # History and as_of show when it was alive.
+        def as_of_status(ms):
+            t = datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+            r = self.c.get(f"{API}/providers/{pid}?as_of={t[:-3]}Z")
+            return r.json()["health_status"] if r.status == 200 else r
+        expired_ms = rfc3339_ms(health["last_transition_time"])
+        between_ms = (expired_ms + rfc3339_ms(again["last_heartbeat_time"])) // 2
+        self.assertLess(expired_ms, between_ms)
+        wait_until(lambda: as_of_status(between_ms) == "Unavailable", timeout=5,
+                   what="as_of between the expiry and the next beat")
+        self.assertEqual(as_of_status(last_beat_ms + 1000), "Ready")
 
         metrics = self.c.get("/metrics").body.decode()
         self.assertEqual(metric(metrics, "dcm_heartbeats_total"), 5)
