@@ -1,6 +1,7 @@
 #include "consumers/prober.h"
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "consumers/catch_up.h"
@@ -14,6 +15,8 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr std::chrono::microseconds kLaunchWindow{5000};
+// The finest step of heartbeat expiry checks (SPEC §8 asks for 1 s).
+constexpr milliseconds kExpiryGranularity{100};
 
 constexpr ProbeFailure kFailures[] = {
     ProbeFailure::kNone,       ProbeFailure::kTimeout, ProbeFailure::kConnect,
@@ -44,7 +47,8 @@ Prober::Prober(ProberOptions options, const Store* store, const RegistryView* re
       producer_(producer),
       metrics_(metrics),
       clock_(clock),
-      scheduler_(ScheduleOptionsOf(options_.health), std::random_device{}()) {
+      scheduler_(ScheduleOptionsOf(options_.health), std::random_device{}()),
+      tracker_(options_.heartbeat) {
   static_assert(std::size(kFailures) == std::extent_v<decltype(probes_by_result_)>);
   for (size_t i = 0; i < std::size(kFailures); ++i) {
     const auto name = ProbeFailureName(kFailures[i]);
@@ -62,6 +66,10 @@ Prober::Prober(ProberOptions options, const Store* store, const RegistryView* re
   changes_ = &metrics_->GetCounter("dcm_health_changes_total", "Provider health state changes");
   emit_failures_ = &metrics_->GetCounter("dcm_health_events_failed_total",
                                          "Health events the broker did not acknowledge");
+  heartbeats_ = &metrics_->GetCounter("dcm_heartbeats_total",
+                                      "Provider heartbeats accepted by this instance");
+  expiries_ = &metrics_->GetCounter("dcm_heartbeat_expiries_total",
+                                    "Providers this instance made Unavailable (heartbeat_expired)");
 }
 
 Prober::~Prober() { Stop(); }
@@ -178,8 +186,13 @@ void Prober::OnAssigned(const std::vector<int32_t>& partitions) {
 void Prober::OnRevoked() {
   {
     std::lock_guard lock(mu_);
+    // The next owner times expiry from the log: record the beats coalesced here first.
+    for (const auto& record : tracker_.Unrecorded(clock_->NowMillis())) {
+      Emit(ProbesTopic(), EncodeHeartbeatRecord(record, options_.source));
+    }
     owned_.clear();
     scheduler_.Clear();
+    tracker_.Clear();
     owned_gauge_->Set(0);
     partitions_gauge_->Set(0);
   }
@@ -206,6 +219,7 @@ void Prober::Reconcile(const std::set<int32_t>& partitions) {
   {
     std::lock_guard lock(mu_);
     for (auto& id : scheduler_.Ids()) known.insert(std::move(id));
+    for (auto& id : tracker_.Ids()) known.insert(std::move(id));
   }
   std::vector<std::optional<HealthRecord>> records(page->providers.size());
   for (size_t i = 0; i < page->providers.size(); ++i) {
@@ -216,20 +230,22 @@ void Prober::Reconcile(const std::set<int32_t>& partitions) {
   std::vector<std::string> forget;
   {
     std::lock_guard lock(mu_);
-    const auto now = clock_->Now();
     std::set<std::string> present;
     for (size_t i = 0; i < page->providers.size(); ++i) {
       const Provider& p = page->providers[i];
       if (!owned_.count(KeyPartition(p.id, partitions_))) continue;  // revoked meanwhile
       present.insert(p.id);
-      if (scheduler_.Upsert({p.id, HealthUrl(p.spec.endpoint), p.seq}, records[i], now, false)) {
-        forget.push_back(p.id);
-      }
+      if (Track(p, records[i], false)) forget.push_back(p.id);
     }
     for (const auto& id : scheduler_.Ids()) {
       if (partitions.count(KeyPartition(id, partitions_)) && !present.count(id)) {
         scheduler_.Remove(id);
         forget.push_back(id);
+      }
+    }
+    for (const auto& id : tracker_.Ids()) {
+      if (partitions.count(KeyPartition(id, partitions_)) && !present.count(id)) {
+        tracker_.Remove(id);
       }
     }
     owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
@@ -250,6 +266,7 @@ void Prober::OnProvidersChanged(const std::vector<ProviderChange>& changes) {
       if (!Owns(change.id)) continue;
       if (!change.provider) {
         scheduler_.Remove(change.id);
+        tracker_.Remove(change.id);
         owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
       }
     }
@@ -263,9 +280,7 @@ void Prober::OnProvidersChanged(const std::vector<ProviderChange>& changes) {
     {
       std::lock_guard lock(mu_);
       if (!Owns(change.id)) continue;  // revoked meanwhile
-      const Provider& p = *change.provider;
-      url_changed =
-          scheduler_.Upsert({p.id, HealthUrl(p.spec.endpoint), p.seq}, record, clock_->Now(), true);
+      url_changed = Track(*change.provider, record, true);
       owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
     }
     if (url_changed) checker_->Forget(change.id);
@@ -277,6 +292,7 @@ void Prober::SchedulerLoop() {
   std::vector<std::chrono::microseconds> lags;
   std::unique_lock lock(mu_);
   while (running_) {
+    ExpireDue();
     const auto now = clock_->Now();
     lags.clear();
     // Probes due within the next few ms start now: one wake-up per batch instead of one timed
@@ -297,7 +313,8 @@ void Prober::SchedulerLoop() {
     // Sleep until the next due probe; completions, changes and assignments wake us earlier.
     // Microseconds, not milliseconds: a wait rounded down to 0 ms would spin until the due time,
     // which at 1,000 probes/s is always.
-    std::chrono::microseconds wait = std::chrono::seconds(1);
+    std::chrono::microseconds wait =
+        std::min<std::chrono::microseconds>(std::chrono::seconds(1), UntilNextExpiry(now));
     if (auto next = scheduler_.NextDue();
         next && scheduler_.in_flight() < static_cast<size_t>(options_.health.max_in_flight)) {
       wait = std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(*next - now),
@@ -340,6 +357,95 @@ void Prober::Finish(const ProbeTask& task, ProbeResponse response) {
     }
   }
   if (notify) wake_.notify_one();
+}
+
+bool Prober::Track(const Provider& p, const std::optional<HealthRecord>& record,
+                   bool registered_now) {
+  if (p.spec.liveness == Liveness::kHeartbeat) {  // never probed (SPEC §8)
+    const bool was_probed = scheduler_.Remove(p.id);
+    tracker_.Upsert(p.id, p.seq, record);
+    return was_probed;
+  }
+  tracker_.Remove(p.id);
+  return scheduler_.Upsert({p.id, HealthUrl(p.spec.endpoint), p.seq}, record, clock_->Now(),
+                           registered_now);
+}
+
+Result<HealthRecord> Prober::Beat(const Provider& p, BeatResult result) {
+  if (!running_ || partitions_ == 0) {
+    return MakeError(ErrorCode::kUnavailable, "this instance's prober is not running");
+  }
+  std::optional<HealthRecord> projected;
+  if (auto stored = health_->Get(p.id); stored) projected = std::move(*stored);
+  heartbeats_->Inc();
+  const int64_t now = clock_->NowMillis();
+  std::lock_guard lock(mu_);
+  if (Owns(p.id)) {
+    tracker_.Upsert(p.id, p.seq, projected);  // ahead of the registry listener, if need be
+    if (auto outcome = tracker_.Beat(p.id, result, now, projected, NewUuidV4())) {
+      EmitBeat(*outcome);
+      return std::move(outcome->health);
+    }
+  }
+  // Not ours: recorded as it comes, which is how the owner learns of it (its projection).
+  HeartbeatRecord h;
+  h.time_ms = now;
+  h.provider_id = p.id;
+  h.seq = now;
+  h.registration_seq = p.seq;
+  h.result = result;
+  h.last_beat_time_ms = now;
+  h.timeout_ms = options_.heartbeat.timeout.count();
+  h.forwarded = true;
+  HealthRecord health = projected.value_or(HealthRecord{});
+  health.provider_id = p.id;
+  FoldHeartbeat(health, h);
+  Emit(ProbesTopic(), EncodeHeartbeatRecord(h, options_.source));
+  return health;
+}
+
+void Prober::EmitBeat(const BeatOutcome& outcome) {
+  if (outcome.record) {
+    Emit(ProbesTopic(), EncodeHeartbeatRecord(*outcome.record, options_.source));
+  }
+  if (!outcome.change) return;
+  const HealthChange& c = *outcome.change;
+  changes_->Inc();
+  Logger("prober")->info("msg=\"provider health changed\" id={} from={} to={} reason=\"{}\"",
+                         c.provider_id, HealthStatusName(c.from), HealthStatusName(c.to), c.reason);
+  Emit(options_.health_topic, EncodeHealthChange(c, options_.source));
+}
+
+void Prober::ExpireDue() {
+  // Not on every turn of the loop (up to a thousand a second): at the earliest deadline, but at
+  // most every kExpiryGranularity and at least once a second. A beat only moves a deadline later;
+  // a provider a first beat arms is due a timeout later; one taken over already past its
+  // deadline is expired at the next scan.
+  const int64_t now = clock_->NowMillis();
+  if (now < next_expiry_check_ms_) return;
+  if (now >= next_refresh_ms_) {
+    // Beats forwarded by other instances arm providers this tracker has no deadline for.
+    next_refresh_ms_ = now + 1000;
+    for (const auto& id : tracker_.Unarmed()) {
+      if (auto stored = health_->Get(id); stored && *stored) tracker_.Refresh(id, *stored);
+    }
+  }
+  for (const auto& id : tracker_.Due(now)) {
+    std::optional<HealthRecord> projected;  // a beat forwarded by another instance postpones it
+    if (auto stored = health_->Get(id); stored) projected = std::move(*stored);
+    if (auto outcome = tracker_.Expire(id, now, projected, NewUuidV4())) {
+      expiries_->Inc();
+      EmitBeat(*outcome);
+    }
+  }
+  const int64_t next = tracker_.NextDeadline().value_or(std::numeric_limits<int64_t>::max());
+  next_expiry_check_ms_ = std::clamp(next, now + kExpiryGranularity.count(), now + 1000);
+}
+
+std::chrono::microseconds Prober::UntilNextExpiry(TimePoint now) const {
+  const auto until = TimePoint(milliseconds(next_expiry_check_ms_)) - now;
+  return std::max(std::chrono::microseconds(0),
+                  std::chrono::duration_cast<std::chrono::microseconds>(until));
 }
 
 const std::string& Prober::ProbesTopic() const {

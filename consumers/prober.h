@@ -8,6 +8,13 @@
 //   checker thread:   response ─▶ fold ─▶ produce health_probed to P of the probes topic
 //                     (+ health_changed to P of dcm.health)
 //   registry runner:  provider registered/updated/deleted ─▶ Upsert/Remove (probe at once)
+//   HTTP (any thread): Beat ─▶ owned: HeartbeatTracker (coalesced records) ─▶ probes topic
+//                             not owned: a `forwarded` record ─▶ the owner's projection
+//   scheduler thread:  HeartbeatTracker::Due ─▶ heartbeat_expired record (+ health_changed)
+//
+// Liveness (SPEC §8): providers registered with `liveness: heartbeat` are never probed; the
+// HeartbeatTracker (consumers/heartbeat_tracker.h) of their partition's owner decides their
+// expiry, so each expiry is decided by exactly one live instance, from the log on a takeover.
 //
 // A provider belongs to partition KeyPartition(id, partitions of dcm.health), the partition its
 // health events are produced to, so the group's assignment splits providers across instances:
@@ -28,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "consumers/heartbeat_tracker.h"
 #include "consumers/kafka.h"
 #include "consumers/probe_scheduler.h"
 #include "projections/applied_offsets.h"
@@ -60,6 +68,8 @@ struct ProberOptions {
   // Where the health projection's runner publishes its progress (null: a takeover does not
   // wait for the projection).
   const AppliedOffsets* applied = nullptr;
+  // HEARTBEAT_TIMEOUT, HEARTBEAT_RECORD_EVERY (SPEC §8).
+  HeartbeatOptions heartbeat;
 };
 
 class Prober {
@@ -74,6 +84,12 @@ class Prober {
 
   // From the registry's change listener (after the change is durable locally).
   void OnProvidersChanged(const std::vector<ProviderChange>& changes);
+
+  // A heartbeat of `provider` (liveness heartbeat; the HTTP handler checked it exists) from any
+  // thread. Returns the provider's health after it, as the projection will fold it. A provider
+  // this instance owns is tracked here; any other beat is recorded at once as `forwarded`.
+  // kUnavailable before Start.
+  Result<HealthRecord> Beat(const Provider& provider, BeatResult result);
 
   bool Healthy() const { return healthy_.load(); }
   // True once the group gave this instance its first assignment (possibly empty) and it loaded
@@ -91,6 +107,12 @@ class Prober {
   void Launch(const ProbeTask& task);
   void Finish(const ProbeTask& task, ProbeResponse response);
   void Emit(const std::string& topic, const CloudEvent& event);
+  void EmitBeat(const BeatOutcome& outcome);                       // mu_ held
+  void ExpireDue();                                                // mu_ held
+  std::chrono::microseconds UntilNextExpiry(TimePoint now) const;  // mu_ held
+  // Routes an owned provider to the scheduler or the tracker by its liveness; mu_ held. True
+  // when the probe URL changed (drop its pooled connection).
+  bool Track(const Provider& p, const std::optional<HealthRecord>& record, bool registered_now);
   const std::string& ProbesTopic() const;
   bool Owns(const std::string& id) const;  // mu_ held
   static std::string HealthUrl(const std::string& endpoint);
@@ -116,6 +138,9 @@ class Prober {
   std::condition_variable wake_;
   std::set<int32_t> owned_;  // partitions
   ProbeScheduler scheduler_;
+  HeartbeatTracker tracker_;
+  int64_t next_expiry_check_ms_ = 0;     // when ExpireDue scans the tracker next (mu_)
+  int64_t next_refresh_ms_ = 0;          // when it refreshes the unarmed from the projection (mu_)
   std::vector<int32_t> pending_assign_;  // group thread only
   bool assigned_ = false;                // an assignment arrived (maybe empty); group thread
 
@@ -127,6 +152,8 @@ class Prober {
   Gauge* partitions_gauge_ = nullptr;
   Counter* changes_ = nullptr;
   Counter* emit_failures_ = nullptr;
+  Counter* heartbeats_ = nullptr;
+  Counter* expiries_ = nullptr;
 };
 
 }  // namespace dcm

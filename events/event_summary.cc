@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "events/health_events.h"
+#include "events/heartbeat_events.h"
 #include "events/instance_events.h"
 #include "events/instance_facts.h"
 #include "events/json_read.h"
@@ -135,6 +136,18 @@ std::string SummarizeHealthProbe(const CloudEvent& event) {
   std::string out = "probe failed: " + std::string(ProbeFailureName(p.failure));
   if (!detail.empty()) out += " (" + detail + ")";
   return out;
+}
+
+std::string SummarizeHeartbeat(const CloudEvent& event) {
+  auto decoded = DecodeHeartbeatRecord(event);
+  if (!decoded) return Undecodable(event, decoded.error());
+  const HeartbeatRecord& h = *decoded;
+  if (h.result == BeatResult::kExpired) {
+    return fmt::format("heartbeat expired: no beat for {} ms", h.timeout_ms);
+  }
+  return fmt::format("heartbeat {} ({} beat{}{})",
+                     h.result == BeatResult::kHealthy ? "healthy" : "reported unhealthy", h.beats,
+                     h.beats == 1 ? "" : "s", h.forwarded ? ", forwarded" : "");
 }
 
 // "3 consecutive failures (timeout)" reads "after 3 failures (timeout)"; other reasons
@@ -304,6 +317,7 @@ std::string Summarize(const CloudEvent& event) {
   if (IsProviderOutcomeType(type)) return SummarizeProviderOutcome(event);
   if (type == event_type::kHealthProbed) return SummarizeHealthProbe(event);
   if (type == event_type::kHealthChanged) return SummarizeHealthChange(event);
+  if (type == event_type::kHeartbeatRecorded) return SummarizeHeartbeat(event);
   if (IsInstanceEventType(type)) return SummarizeInstanceEvent(event);
   if (type.starts_with(event_type::kStatusPrefix)) return SummarizeStatus(event);
   return std::string(type) + " (no summary for this type)";

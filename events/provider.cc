@@ -103,7 +103,31 @@ void ValidateOperations(simdjson::dom::element ops, ProviderSpec* spec,
   }
 }
 
+// `liveness` (SPEC §8): probe (default), heartbeat; any case.
+void ValidateLiveness(simdjson::dom::element value, ProviderSpec* spec,
+                      std::vector<FieldError>* errors) {
+  std::string_view text;
+  if (value.get(text)) {
+    errors->push_back({"liveness", std::string("must be a string, got ") + JsonTypeName(value)});
+    return;
+  }
+  const std::string liveness = Lower(text);
+  if (liveness == "probe") {
+    spec->liveness = Liveness::kProbe;
+  } else if (liveness == "heartbeat") {
+    spec->liveness = Liveness::kHeartbeat;
+  } else if (liveness == "both") {
+    errors->push_back({"liveness", "'both' is not supported yet; use probe or heartbeat"});
+  } else {
+    errors->push_back({"liveness", "must be one of probe, heartbeat"});
+  }
+}
+
 }  // namespace
+
+const char* LivenessName(Liveness liveness) {
+  return liveness == Liveness::kHeartbeat ? "heartbeat" : "probe";
+}
 
 std::string ValidateProviderName(std::string_view name) {
   if (name.empty() || name.size() > 63) return "must be 1-63 characters";
@@ -184,6 +208,9 @@ Result<ProviderSpec> ParseProviderSpec(simdjson::dom::element element, const Pro
   if (auto metadata = Member(body, "metadata"); metadata && !metadata->is_null()) {
     ValidateMetadata(*metadata, &spec, &errors);
   }
+  if (auto liveness = Member(body, "liveness"); liveness && !liveness->is_null()) {
+    ValidateLiveness(*liveness, &spec, &errors);
+  }
   if (!errors.empty()) {
     std::string detail = "invalid provider: " + errors.front().field + " " + errors.front().message;
     if (errors.size() > 1) detail += " (and " + std::to_string(errors.size() - 1) + " more)";
@@ -201,6 +228,7 @@ void WriteProviderSpecFields(JsonWriter& w, const ProviderSpec& spec) {
   w.StringArray("operations", spec.operations);
   w.Key("metadata");
   w.Raw(spec.metadata);
+  if (spec.liveness != Liveness::kProbe) w.Field("liveness", LivenessName(spec.liveness));
 }
 
 void WriteProvider(JsonWriter& w, const Provider& p) {
@@ -243,6 +271,8 @@ Result<Provider> ReadProvider(simdjson::dom::element element) {
   if (auto metadata = Member(object, "metadata"); metadata && metadata->is_object()) {
     p.spec.metadata = Minify(*metadata);
   }
+  // Providers from before SPEC §8 have no `liveness`: they are probed.
+  if (StringMember(object, "liveness") == "heartbeat") p.spec.liveness = Liveness::kHeartbeat;
   if (auto seq = Member(object, "seq")) {
     int64_t v = 0;
     if (!seq->get(v)) p.seq = v;

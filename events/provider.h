@@ -19,6 +19,13 @@ inline constexpr size_t kMaxMetadataBytes = 64 * 1024;
 inline constexpr size_t kMaxDisplayNameLength = 256;
 inline constexpr std::string_view kDefaultSchemaVersion = "v1alpha1";
 
+// How the control plane learns that a provider is alive (SPEC §8): it probes it (§3.2), or the
+// provider pushes heartbeats (POST /providers/{id}/heartbeat). `both` (probed and beating) is
+// not implemented yet: a registration asking for it is refused with a field error.
+enum class Liveness { kProbe, kHeartbeat };
+// "probe", "heartbeat".
+const char* LivenessName(Liveness liveness);
+
 // What a registration or a full update (PUT) sets. Unknown request fields are dropped.
 struct ProviderSpec {
   std::string name;
@@ -28,6 +35,7 @@ struct ProviderSpec {
   std::string schema_version = std::string(kDefaultSchemaVersion);
   std::vector<std::string> operations;  // lower-cased, de-duplicated, in request order
   std::string metadata = "{}";          // minified JSON object
+  Liveness liveness = Liveness::kProbe;
 
   bool operator==(const ProviderSpec&) const = default;
 };
@@ -71,14 +79,15 @@ std::string ValidateProviderId(std::string_view id);
 std::string ValidateProviderName(std::string_view name);
 
 // The stored/event form: {id,name,display_name,endpoint,service_type,schema_version,operations,
-// metadata,create_time,update_time,seq[,owner]} (`owner` only when set, so providers from before
-// it keep their bytes).
+// metadata[,liveness],create_time,update_time,seq[,owner]} (`liveness` only when not `probe`
+// and `owner` only when set, so providers from before them keep their bytes; a provider without
+// `liveness` reads as `probe`).
 void WriteProvider(JsonWriter& w, const Provider& provider);
 std::string EncodeProvider(const Provider& provider);
 Result<Provider> ReadProvider(simdjson::dom::element element);
 Result<Provider> DecodeProvider(std::string_view json);
 
-// Writes the spec's fields into an open object (no braces).
+// Writes the spec's fields into an open object (no braces); `liveness` only when not `probe`.
 void WriteProviderSpecFields(JsonWriter& w, const ProviderSpec& spec);
 
 }  // namespace dcm

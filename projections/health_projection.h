@@ -37,6 +37,9 @@ class HealthProjection final : public Projection {
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
 
  private:
+  // dcm.provider.heartbeat_recorded (SPEC §8): folded into the same record (FoldHeartbeat).
+  Status ApplyHeartbeat(const CloudEvent& event, StoreBatch& batch);
+
   Store* store_;
   AppliedCounters applied_;
   // By provider id; ~1 KB per provider (the record twice: JSON and decoded).

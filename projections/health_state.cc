@@ -106,7 +106,71 @@ FoldResult AdoptCarried(HealthRecord& r, const HealthProbe& p) {
   return result;
 }
 
+// The status a heartbeat result leads to, its transition reason, and its error ("" for none).
+struct BeatEffect {
+  HealthStatus status;
+  std::string reason;
+  std::string error;
+};
+
+BeatEffect EffectOf(const HeartbeatRecord& h) {
+  switch (h.result) {
+    case BeatResult::kHealthy:
+      return {HealthStatus::kReady, "heartbeat", ""};
+    case BeatResult::kReportedUnhealthy:
+      return {HealthStatus::kUnhealthy, "provider reported unhealthy",
+              "provider reported unhealthy (heartbeat)"};
+    case BeatResult::kExpired:
+      break;
+  }
+  return {HealthStatus::kUnavailable, kHeartbeatExpiredReason,
+          "no heartbeat for " + std::to_string(h.timeout_ms) + " ms"};
+}
+
 }  // namespace
+
+FoldResult FoldHeartbeat(HealthRecord& r, const HeartbeatRecord& h) {
+  FoldResult result;
+  if (h.registration_seq < r.registration_seq) return result;
+  const bool newer_registration = h.registration_seq > r.registration_seq;
+  if (!newer_registration) {
+    const bool expiry = h.result == BeatResult::kExpired;
+    if (expiry ? h.last_beat_time_ms < r.last_beat_time_ms
+               : h.last_beat_time_ms <= r.last_beat_time_ms) {
+      return result;
+    }
+  }
+  result.applied = true;
+  const HealthStatus before = r.status;
+  if (r.provider_id.empty()) r.provider_id = h.provider_id;
+  if (newer_registration) {
+    r.registration_seq = h.registration_seq;
+    r.status = HealthStatus::kPending;
+    r.consecutive_failures = 0;
+    r.consecutive_successes = 0;
+    r.streak_probe_ids.clear();
+  }
+  r.last_beat_time_ms = std::max(r.last_beat_time_ms, h.last_beat_time_ms);
+  r.last_result = BeatResultName(h.result);
+  BeatEffect effect = EffectOf(h);
+  if (h.result == BeatResult::kHealthy) {
+    r.consecutive_failures = 0;
+    ++r.consecutive_successes;
+  } else {
+    r.consecutive_successes = 0;
+    r.consecutive_failures = h.result == BeatResult::kExpired ? r.consecutive_failures + 1 : 0;
+    r.last_error = effect.error;
+    r.last_error_time_ms = h.time_ms;
+  }
+  r.status = effect.status;
+  if (r.status != before) {
+    r.last_transition_time_ms = h.time_ms;
+    r.last_transition_reason = effect.reason;
+    result.change = HealthChange{
+        r.provider_id, h.time_ms, before, r.status, std::move(effect.reason), h.seq, {h.record_id}};
+  }
+  return result;
+}
 
 CarriedHealthState CarriedStateOf(const HealthRecord& r) {
   CarriedHealthState s;
@@ -211,7 +275,9 @@ std::string EncodeHealthRecord(const HealthRecord& r) {
   for (size_t i = 0; i < r.streak_probe_ids.size(); ++i) {
     text(i == 0 ? "" : ",", r.streak_probe_ids[i]);
   }
-  out.append("]}");
+  out.push_back(']');
+  if (r.last_beat_time_ms != 0) number(",\"last_beat_time_ms\":", r.last_beat_time_ms);
+  out.push_back('}');
   return out;
 }
 
@@ -261,6 +327,7 @@ Result<HealthRecord> DecodeHealthRecord(std::string_view json) {
       if (!item.get(id)) r.streak_probe_ids.emplace_back(id);
     }
   }
+  if (int64_t beat = 0; !o["last_beat_time_ms"].get(beat)) r.last_beat_time_ms = beat;
   auto parsed_status = ParseHealthStatus(status);
   if (!ok || !parsed_status) return MakeError(ErrorCode::kCorruption, "unreadable health record");
   r.status = *parsed_status;

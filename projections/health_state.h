@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "events/health_events.h"
+#include "events/heartbeat_events.h"
 #include "src/common/result.h"
 
 namespace dcm {
@@ -51,6 +52,9 @@ struct HealthRecord {
   // Probe ids of the current run of equal results (failures, or successes), newest last, at
   // most max(thresholds): what a health_changed event names as its cause.
   std::vector<std::string> streak_probe_ids;
+  // Liveness by heartbeat (SPEC §8): the newest beat folded (0: none). Stored only when set, so
+  // the records of probed providers keep their bytes.
+  int64_t last_beat_time_ms = 0;
 
   bool operator==(const HealthRecord&) const = default;
 };
@@ -64,6 +68,17 @@ struct FoldResult {
 // `state` sets the record to it (plus what the probe itself says); one without is folded by the
 // rules above.
 FoldResult FoldProbe(HealthRecord& record, const HealthProbe& probe);
+
+// Folds a heartbeat record (events/heartbeat_events.h) into `record`, on the same state machine:
+//   a record under a newer registration resets the record first (Pending, counters 0), then
+//   healthy            successes+1, failures 0 ─▶ Ready ("heartbeat")
+//   reported_unhealthy counters 0 ─▶ Unhealthy ("provider reported unhealthy")
+//   heartbeat_expired  failures+1, successes 0 ─▶ Unavailable ("heartbeat_expired")
+// A beat applies only if it is newer than the newest beat folded (duplicates and stragglers are
+// skipped); an expiry only if it timed the newest beat folded, so a beat recorded before an
+// expiry that had not seen it wins. A record of an older registration is skipped. Leaves the
+// probe fields (seq, last probe) alone. Deterministic.
+FoldResult FoldHeartbeat(HealthRecord& record, const HeartbeatRecord& heartbeat);
 
 // What `record` (just folded from a probe) carries in that probe's event: the prober sets
 // `probe.state = CarriedStateOf(record)` after FoldProbe.

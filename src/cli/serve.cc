@@ -40,6 +40,8 @@ struct ServeFlags {
   std::string health_base_backoff = "10s";
   std::string health_max_backoff = "5m";
   std::string health_events_retention = "168h";  // SPEC §7
+  std::string heartbeat_timeout = "12s";         // SPEC §8
+  std::string heartbeat_record_every = "1m";
   // Instances (SPEC §2, §3.3).
   std::string operation_timeout = "30s";
   std::string cleanup_interval = "1m";
@@ -79,6 +81,9 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
                    "HEALTH_CHECK_BASE_BACKOFF_INTERVAL"},
         std::tuple{&flags.health_max_backoff, &config.health.max_backoff,
                    "HEALTH_CHECK_MAX_BACKOFF_INTERVAL"},
+        std::tuple{&flags.heartbeat_timeout, &config.health.heartbeat_timeout, "HEARTBEAT_TIMEOUT"},
+        std::tuple{&flags.heartbeat_record_every, &config.health.heartbeat_record_every,
+                   "HEARTBEAT_RECORD_EVERY"},
         std::tuple{&flags.operation_timeout, &settings.operation_timeout, "--operation-timeout"},
         std::tuple{&flags.cleanup_interval, &config.instances.cleanup_interval, "CLEANUP_INTERVAL"},
         std::tuple{&flags.policy_timeout, &config.instances.policy_timeout, "--policy-timeout"},
@@ -342,6 +347,19 @@ void RegisterLimitFlags(CLI::App* cmd, ServeFlags& flags) {
       ->capture_default_str();
 }
 
+// Liveness by heartbeat (SPEC §8).
+void RegisterHeartbeatFlags(CLI::App* cmd, ServeFlags& flags) {
+  cmd->add_option("--heartbeat-timeout", flags.heartbeat_timeout,
+                  "A heartbeat provider without a beat for this long is Unavailable "
+                  "(heartbeat_expired)")
+      ->envname("HEARTBEAT_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-record-every", flags.heartbeat_record_every,
+                  "At least one 'still beating' event per heartbeat provider this often")
+      ->envname("HEARTBEAT_RECORD_EVERY")
+      ->capture_default_str();
+}
+
 // Active health probing (SPEC §2, §3.2).
 void RegisterHealthCheckFlags(CLI::App* cmd, ServeFlags& flags) {
   Config& c = flags.config;
@@ -442,6 +460,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "Run a control-plane instance");
   RegisterCoreFlags(cmd, *flags);
   RegisterHealthCheckFlags(cmd, *flags);
+  RegisterHeartbeatFlags(cmd, *flags);
   RegisterInstanceFlags(cmd, *flags);
   RegisterTrustBoundaryFlags(cmd, *flags);
   RegisterLimitFlags(cmd, *flags);

@@ -261,6 +261,7 @@ void AddProber(ServeParts& parts) {
   options.group_id = config.topics.prefix + "prober";
   options.source = "dcm/prober/" + config.instance_id;
   options.health = config.health;
+  options.heartbeat = {config.health.heartbeat_timeout, config.health.heartbeat_record_every};
   options.kafka = parts.kafka;
   options.applied = &parts.applied_offsets;
   parts.prober = std::make_unique<Prober>(options, parts.store.get(), &parts.views->registry,
@@ -366,6 +367,11 @@ http::ApiContext BuildApi(const ServeParts& parts) {
                        parts.config.topics};
   api.consistency = parts.consistent_reads.get();
   api.heavy_reads = parts.heavy_reads.get();
+  if (parts.prober) {
+    api.heartbeat = [p = parts.prober.get()](const Provider& provider, BeatResult result) {
+      return p->Beat(provider, result);
+    };
+  }
   return api;
 }
 

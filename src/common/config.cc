@@ -150,6 +150,11 @@ Status ValidateConfig(const Config& c) {
   if (c.health_events_retention < std::chrono::seconds(1)) {
     return MakeError(ErrorCode::kInvalidArgument, "HEALTH_EVENTS_RETENTION must be at least 1s");
   }
+  if (h.heartbeat_timeout < std::chrono::seconds(1) ||
+      h.heartbeat_record_every < std::chrono::seconds(1)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "HEARTBEAT_TIMEOUT and HEARTBEAT_RECORD_EVERY must be at least 1s");
+  }
   if (h.max_in_flight < 1 || h.max_tls_handshakes < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "probe concurrency limits must be >= 1");
   }

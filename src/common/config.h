@@ -61,6 +61,11 @@ struct HealthCheckConfig {
   int max_in_flight = 4096;
   // Simultaneous TLS handshakes (../shared/HTTP-NOTES.md: 10k at once collapse every client).
   int max_tls_handshakes = 512;
+  // Liveness by heartbeat (SPEC §8): a heartbeat provider without a beat for this long becomes
+  // Unavailable (heartbeat_expired); IS-04's 12 s, two missed 5 s beats (HEARTBEAT_TIMEOUT).
+  std::chrono::milliseconds heartbeat_timeout{12000};
+  // At least one "still beating" record per provider per this (HEARTBEAT_RECORD_EVERY).
+  std::chrono::milliseconds heartbeat_record_every{60000};
 };
 
 // Instances, placement and deferred cleanup (SPEC §2, §3.3).

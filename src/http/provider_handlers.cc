@@ -214,6 +214,29 @@ void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond re
   respond(Json(200, RenderProviderList(rendered, page->next_page_token)));
 }
 
+void ProviderHeartbeat(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                       Respond respond) {
+  auto result = ParseHeartbeatBody(request);
+  if (!result) return respond(ProblemFromError(result.error()));
+  auto provider = ctx.registry->Get(id);
+  if (!provider) return respond(ProblemFromError(provider.error()));
+  if (!*provider) {
+    return respond(Problem(404, "provider '" + id + "' not found; register it again"));
+  }
+  const Provider& p = **provider;
+  if (p.spec.liveness != Liveness::kHeartbeat) {
+    return respond(Problem(409, "provider '" + id + "' has liveness " +
+                                    LivenessName(p.spec.liveness) +
+                                    "; register it with liveness heartbeat to send heartbeats"));
+  }
+  if (!ctx.heartbeat) {
+    return respond(Problem(503, "this instance does not take heartbeats (health checking is off)"));
+  }
+  auto health = ctx.heartbeat(p, *result);
+  if (!health) return respond(ProblemFromError(health.error()));
+  respond(Json(200, RenderHealthDetail(&*health, p.seq)));
+}
+
 void ListServiceTypes(const ApiContext& ctx, Respond respond) {
   respond(Json(200, RenderServiceTypes(ctx.provider_rules->service_types)));
 }

@@ -54,6 +54,9 @@ struct ApiContext {
   // I/O threads (router.cc); null: inline (tests). A heavy read's handler sees its deadline here.
   HeavyReads* heavy_reads = nullptr;
   Deadline deadline = {};
+  // Takes a heartbeat of a `liveness: heartbeat` provider (SPEC §8; the Prober's Beat) and
+  // returns its health after it. Null: this instance does not take heartbeats (no prober): 503.
+  std::function<Result<HealthRecord>(const Provider&, BeatResult)> heartbeat = nullptr;
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);
@@ -67,5 +70,10 @@ void ChangeProviderId(const HttpRequest& request, const std::string& id, const A
 void DeleteProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                     Respond respond);
 void ListServiceTypes(const ApiContext& ctx, Respond respond);
+// POST and PUT /providers/{id}/heartbeat (SPEC §8): 200 with the provider's `health` detail;
+// 404 for an unknown id (the provider registers again), 409 for a probed provider, 400 for a
+// bad body.
+void ProviderHeartbeat(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
+                       Respond respond);
 
 }  // namespace dcm::http

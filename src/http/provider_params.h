@@ -10,6 +10,7 @@
 #include <string>
 
 #include "events/health_events.h"
+#include "events/heartbeat_events.h"
 #include "src/common/result.h"
 #include "src/http/http_types.h"
 
@@ -29,5 +30,10 @@ Status CheckProviderId(const std::string& id, const char* field);
 
 // `new_id` (or `newId`) of POST /providers/{id}:changeId, from its JSON body.
 Result<std::string> ParseNewProviderId(simdjson::dom::element body);
+
+// The optional body of POST/PUT /providers/{id}/heartbeat (SPEC §8): none, or a JSON object
+// whose optional `status` is "healthy" (the default) or "unhealthy" (any case); other members
+// are ignored. kInvalidArgument naming `body` or `status` otherwise.
+Result<BeatResult> ParseHeartbeatBody(const HttpRequest& request);
 
 }  // namespace dcm::http

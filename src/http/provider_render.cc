@@ -4,18 +4,12 @@
 #include "src/common/time_format.h"
 
 namespace dcm::http {
+namespace {
 
-std::string RenderProvider(const Provider& p, const HealthRecord* health,
-                           const std::string& status) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("id", p.id);
-  WriteProviderSpecFields(w, p.spec);
-  const HealthStatus health_status = EffectiveHealthStatus(health, p.seq);
+void WriteHealthDetail(JsonWriter& w, const HealthRecord* health, int64_t registration_seq) {
+  const HealthStatus health_status = EffectiveHealthStatus(health, registration_seq);
   // Counters belong to the registration they were counted for; a newer one starts from zero.
-  const bool current = health && health->registration_seq >= p.seq;
-  w.Field("health_status", HealthStatusName(health_status));
-  w.Key("health");
+  const bool current = health && health->registration_seq >= registration_seq;
   w.BeginObject();
   w.Field("status", HealthStatusName(health_status));
   w.Field("consecutive_failures", current ? health->consecutive_failures : 0);
@@ -35,13 +29,37 @@ std::string RenderProvider(const Provider& p, const HealthRecord* health,
     w.Field("last_error", health->last_error);
     w.Field("last_error_time", FormatRfc3339Millis(health->last_error_time_ms));
   }
+  if (health && health->last_beat_time_ms > 0) {
+    w.Field("last_heartbeat_time", FormatRfc3339Millis(health->last_beat_time_ms));
+  }
   w.EndObject();
+}
+
+}  // namespace
+
+std::string RenderProvider(const Provider& p, const HealthRecord* health,
+                           const std::string& status) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("id", p.id);
+  WriteProviderSpecFields(w, p.spec);
+  // Stored and carried only when not the default (events/provider.h); always shown.
+  if (p.spec.liveness == Liveness::kProbe) w.Field("liveness", LivenessName(p.spec.liveness));
+  w.Field("health_status", HealthStatusName(EffectiveHealthStatus(health, p.seq)));
+  w.Key("health");
+  WriteHealthDetail(w, health, p.seq);
   if (!status.empty()) w.Field("status", status);
   if (!p.owner.empty()) w.Field("owner", p.owner);
   w.Field("create_time", p.create_time);
   w.Field("update_time", p.update_time);
   w.Field("path", "providers/" + p.id);
   w.EndObject();
+  return w.Take();
+}
+
+std::string RenderHealthDetail(const HealthRecord* health, int64_t registration_seq) {
+  JsonWriter w;
+  WriteHealthDetail(w, health, registration_seq);
   return w.Take();
 }
 

@@ -15,6 +15,10 @@ namespace dcm::http {
 std::string RenderProvider(const Provider& provider, const HealthRecord* health,
                            const std::string& status = "");
 
+// A provider's `health` detail (the object RenderProvider nests), alone: the reply to a
+// heartbeat (SPEC §8). `registration_seq`: the provider's (registry) seq.
+std::string RenderHealthDetail(const HealthRecord* health, int64_t registration_seq);
+
 // GET /providers: {"providers": [each already rendered], "next_page_token"?}.
 std::string RenderProviderList(const std::vector<std::string>& rendered,
                                const std::string& next_page_token);

@@ -100,6 +100,15 @@ constexpr Route kRoutes[] = {
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        EntityHistory(q, "provider", id, c.api, std::move(r));
      }, Always},
+    // Liveness by heartbeat (SPEC §8): POST, and PUT (DCM's agent verb).
+    {"POST", "/providers/{id}/heartbeat", true, false, Access::kOwnProvider,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       ProviderHeartbeat(q, id, c.api, std::move(r));
+     }},
+    {"PUT", "/providers/{id}/heartbeat", true, false, Access::kOwnProvider,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       ProviderHeartbeat(q, id, c.api, std::move(r));
+     }},
     {"POST", "/providers/{id}:changeId", true, false, Access::kOwnProvider,
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        ChangeProviderId(q, id, c.api, std::move(r));

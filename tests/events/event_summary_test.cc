@@ -80,6 +80,11 @@ TEST(EventSummaryTest, GoldenSummariesReadAsDocumented) {
        "rehydrate_catalog_item_instance 7c1e5a2b… failed: policy_rejected (policy manager "
        "rejected the request: region eu-west-9 is closed)"},
       {"dcm.status.vm.v1.json", "SP status RUNNING: VM booted in 2.4 s"},
+      {"dcm.provider.heartbeat_recorded.v1.json", "heartbeat healthy (12 beats)"},
+      {"dcm.provider.heartbeat_recorded.v1.expired.json",
+       "heartbeat expired: no beat for 12000 ms"},
+      {"dcm.provider.heartbeat_recorded.v1.forwarded.json",
+       "heartbeat reported unhealthy (1 beat, forwarded)"},
   };
   for (const auto& [file, summary] : expected) {
     EXPECT_EQ(SummarizeEvent(LoadGolden(file)), summary) << file;
@@ -131,7 +136,7 @@ TEST(EventSummaryTest, MalformedDataGivesUndecodableLineForEveryKnownType) {
         "dcm.provider.deleted", "dcm.provider.id_changed", "dcm.provider.health_probed",
         "dcm.provider.health_changed", "dcm.provider.registration_requested",
         "dcm.provider.deletion_requested", "dcm.provider.id_change_requested",
-        "dcm.provider.update_requested", "dcm.status.vm"}) {
+        "dcm.provider.update_requested", "dcm.status.vm", "dcm.provider.heartbeat_recorded"}) {
     types.push_back(type);
   }
   for (const auto& type : types) {

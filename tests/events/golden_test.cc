@@ -21,6 +21,7 @@
 
 #include "events/cloud_event.h"
 #include "events/health_events.h"
+#include "events/heartbeat_events.h"
 #include "events/instance_events.h"
 #include "events/json_read.h"
 #include "events/provider_events.h"
@@ -72,6 +73,7 @@ bool IsStatusType(std::string_view type) { return type.starts_with(event_type::k
 int CurrentSchemaVersion(std::string_view type) {
   if (type == event_type::kHealthProbed) return kHealthProbedSchemaVersion;
   if (type == event_type::kHealthChanged) return kHealthChangedSchemaVersion;
+  if (type == event_type::kHeartbeatRecorded) return kHeartbeatRecordedSchemaVersion;
   if (IsInstanceEventType(type)) return kInstanceEventSchemaVersion;
   if (IsStatusType(type)) return kSpStatusEventSchemaVersion;
   return kProviderEventSchemaVersion;
@@ -125,6 +127,19 @@ CloudEvent ReEncode(const CloudEvent& event) {
     EXPECT_TRUE(change_again.has_value());
     if (change_again) {
       EXPECT_EQ(*change_again, *change);
+    }
+    return again;
+  }
+  if (event.type == event_type::kHeartbeatRecorded) {
+    auto heartbeat = DecodeHeartbeatRecord(event);
+    EXPECT_TRUE(heartbeat.has_value()) << heartbeat.error().message;
+    if (!heartbeat) return {};
+    EXPECT_EQ(heartbeat->time_ms, *time_ms);
+    CloudEvent again = EncodeHeartbeatRecord(*heartbeat, event.source);
+    auto heartbeat_again = DecodeHeartbeatRecord(again);
+    EXPECT_TRUE(heartbeat_again.has_value());
+    if (heartbeat_again) {
+      EXPECT_EQ(*heartbeat_again, *heartbeat);
     }
     return again;
   }
@@ -300,7 +315,7 @@ TEST(GoldenTest, EveryProviderEventTypeHasAGolden) {
        {event_type::kRegistrationRequested, event_type::kUpdateRequested,
         event_type::kIdChangeRequested, event_type::kDeletionRequested, event_type::kRegistered,
         event_type::kUpdated, event_type::kIdChanged, event_type::kDeleted, event_type::kRejected,
-        event_type::kHealthProbed, event_type::kHealthChanged}) {
+        event_type::kHealthProbed, event_type::kHealthChanged, event_type::kHeartbeatRecorded}) {
     EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
   }
 }

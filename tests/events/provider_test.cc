@@ -133,6 +133,17 @@ INSTANTIATE_TEST_SUITE_P(
                     {{"metadata", R"({"resources":"lots"})"}},
                     "metadata.resources",
                     "must be an object"},
+        // Liveness (SPEC §8).
+        InvalidCase{"LivenessUnknown",
+                    {{"liveness", R"("push")"}},
+                    "liveness",
+                    "must be one of probe, heartbeat"},
+        InvalidCase{
+            "LivenessNumber", {{"liveness", "1"}}, "liveness", "must be a string, got number"},
+        InvalidCase{"LivenessBothIsNotSupportedYet",
+                    {{"liveness", R"("both")"}},
+                    "liveness",
+                    "not supported yet"},
         InvalidCase{"MetadataTooLarge",
                     {{"metadata", R"({"blob":")" + std::string(kMaxMetadataBytes, 'x') + "\"}"}},
                     "metadata",
@@ -366,6 +377,44 @@ TEST(ProviderCodecTest, EncodesTheStoredFieldOrder) {
             R"("metadata":{"region_code":"us-east-1","resources":{"cpu":4}},)"
             R"("create_time":"2026-01-01T00:00:00.000Z","update_time":"2026-01-01T00:05:00.000Z",)"
             R"("seq":42})");
+}
+
+TEST(ParseProviderSpecTest, LivenessDefaultsToProbeAndAcceptsHeartbeatInAnyCase) {
+  auto absent = Parse(Body());
+  ASSERT_TRUE(absent.has_value());
+  EXPECT_EQ(absent->liveness, Liveness::kProbe);
+  for (const char* value : {R"("heartbeat")", R"("HeartBeat")"}) {
+    auto spec = Parse(Body({{"liveness", value}}));
+    ASSERT_TRUE(spec.has_value()) << spec.error().message;
+    EXPECT_EQ(spec->liveness, Liveness::kHeartbeat);
+  }
+  auto probe = Parse(Body({{"liveness", R"("probe")"}}));
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_EQ(probe->liveness, Liveness::kProbe);
+  auto null = Parse(Body({{"liveness", "null"}}));
+  ASSERT_TRUE(null.has_value());
+  EXPECT_EQ(null->liveness, Liveness::kProbe);
+}
+
+TEST(ProviderCodecTest, AHeartbeatProviderRoundTripsAndAProbedOneKeepsItsOldBytes) {
+  Provider p = SampleProvider();
+  const std::string probed = EncodeProvider(p);
+  EXPECT_EQ(probed.find("liveness"), std::string::npos);
+  p.spec.liveness = Liveness::kHeartbeat;
+  const std::string encoded = EncodeProvider(p);
+  EXPECT_NE(encoded.find(R"("metadata":{"region_code":"us-east-1","resources":{"cpu":4}},)"
+                         R"("liveness":"heartbeat",)"),
+            std::string::npos)
+      << encoded;
+  auto decoded = DecodeProvider(encoded);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, p);
+}
+
+TEST(ProviderCodecTest, AProviderStoredBeforeLivenessExistedReadsAsProbed) {
+  auto decoded = DecodeProvider(R"({"id":"p1","name":"sp-1","endpoint":"http://h/","seq":3})");
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(decoded->spec.liveness, Liveness::kProbe);
 }
 
 TEST(ProviderCodecTest, DecodeRejectsRecordsWithoutIdOrName) {

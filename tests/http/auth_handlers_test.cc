@@ -178,6 +178,8 @@ const ExpectedAccess kExpectedAccess[] = {
     {"GET", "/api/v1alpha1/providers/p1/history", kAll},
     {"PUT", "/api/v1alpha1/providers/p1", kRoleProvider | kRoleAdmin},
     {"POST", "/api/v1alpha1/providers/p1:changeId", kRoleProvider | kRoleAdmin},
+    {"POST", "/api/v1alpha1/providers/p1/heartbeat", kRoleProvider | kRoleAdmin},
+    {"PUT", "/api/v1alpha1/providers/p1/heartbeat", kRoleProvider | kRoleAdmin},
     {"DELETE", "/api/v1alpha1/providers/p1", kRoleProvider | kRoleAdmin},
     {"DELETE", "/api/v1alpha1/providers/p1?force=true", kRoleAdmin},
     {"GET", "/api/v1alpha1/catalog-item-instances", kAll},
@@ -269,6 +271,21 @@ TEST_F(AuthorizationTest, OnlyTheOwningProviderOrAnAdminChangesAProvider) {
   EXPECT_EQ(admin.status, 200) << admin.body;
   EXPECT_EQ(Parse(admin).Str("owner"), "sp-a") << "an admin's change keeps the owner";
   EXPECT_EQ(As("sp-a", "DELETE", "/api/v1alpha1/providers/sp-a-2").status, 204);
+}
+
+TEST_F(AuthorizationTest, OnlyTheOwningProviderOrAnAdminSendsItsHeartbeats) {
+  auto registered = As(
+      "sp-a", "POST", "/api/v1alpha1/providers",
+      R"({"name":"edge-a","endpoint":"http://edge-a/","service_type":"vm","liveness":"heartbeat"})");
+  ASSERT_EQ(registered.status, 201) << registered.body;
+  const std::string beat = "/api/v1alpha1/providers/" + Parse(registered).Str("id") + "/heartbeat";
+  EXPECT_EQ(As("sp-b", "POST", beat, "").status, 403);
+  EXPECT_EQ(As("sp-b", "PUT", beat, "").status, 403);
+  EXPECT_EQ(As("reader", "POST", beat, "").status, 403);
+  EXPECT_EQ(Denied("status=\"403\",reason=\"owner\""), 2u);
+  // Allowed through the edge; this fixture has no prober, so the handler answers 503.
+  EXPECT_EQ(As("sp-a", "POST", beat, "").status, 503);
+  EXPECT_EQ(As("root", "PUT", beat, "").status, 503);
 }
 
 TEST_F(AuthorizationTest, TheRegistrarRefusesAReRegistrationOfAnotherOwnersName) {

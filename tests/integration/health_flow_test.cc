@@ -324,6 +324,7 @@ struct Instance {
     po.group_id = env.config.topics.prefix + "prober";
     po.source = "dcm/prober/" + name;
     po.health = health_config;
+    po.heartbeat = {health_config.heartbeat_timeout, health_config.heartbeat_record_every};
     po.kafka = env.kafka;
     po.applied = &applied;
     prober = std::make_unique<Prober>(po, store.get(), registry_view.get(), health_view.get(),
@@ -360,12 +361,14 @@ struct Instance {
 
   // Produces a registration request as POST /providers does, and waits for its outcome in this
   // instance's registry.
-  Result<ProviderOutcome> Register(const std::string& name, const std::string& endpoint) {
+  Result<ProviderOutcome> Register(const std::string& name, const std::string& endpoint,
+                                   Liveness liveness = Liveness::kProbe) {
     ProviderRequest r;
     r.kind = RequestKind::kRegister;
     r.spec.name = name;
     r.spec.endpoint = endpoint;
     r.spec.service_type = "vm";
+    r.spec.liveness = liveness;
     const CloudEvent event = EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis());
     auto promise = std::make_shared<std::promise<Result<CloudEvent>>>();
     waiters.Expect(event.id, SystemClock::Instance().NowMillis() + 30000,
@@ -752,6 +755,128 @@ TEST_F(HealthFlowTest, WhenAnInstanceLeavesTheSurvivorProbesAllProvidersWithinTh
   HealthLog log(*env_);
   ASSERT_TRUE(log.CatchUp());
   ExpectOneProbeStreamPerProvider(log, ids, INT64_MAX, health.interval, 0ms);
+}
+
+TEST_F(HealthFlowTest, AHeartbeatProviderIsNeverProbedReadyOnABeatExpiredAfterTheTimeout) {
+  HealthCheckConfig health = FastHealth();
+  health.heartbeat_timeout = 2s;
+  Instance& in = AddInstance("a", health);
+  ASSERT_TRUE(in.Start());
+  ASSERT_TRUE(WaitForSplit({&in}, 0));
+  const std::string probed_name = Unique("probed");
+  auto probed = in.Register(probed_name, EndpointOf(probed_name));
+  const std::string edge_name = Unique("edge");
+  auto edge = in.Register(edge_name, EndpointOf(edge_name), Liveness::kHeartbeat);
+  ASSERT_TRUE(probed && edge);
+  const std::string id = edge->provider.id;
+  EXPECT_EQ(edge->provider.spec.liveness, Liveness::kHeartbeat);
+  // The prober runs: its probed twin is probed and Ready.
+  ASSERT_TRUE(WaitUntil([&] { return in.checker.Checks(probed->provider.id) >= 2; }, 5s));
+
+  auto beat = [&] {
+    auto reply = in.prober->Beat(edge->provider, BeatResult::kHealthy);
+    EXPECT_TRUE(reply) << reply.error().message;
+    return reply ? *reply : HealthRecord{};
+  };
+  EXPECT_EQ(beat().status, HealthStatus::kReady);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = in.Health(id);
+        return r && r->status == HealthStatus::kReady;
+      },
+      5s));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = in.Health(id);
+        return r && r->status == HealthStatus::kUnavailable;
+      },
+      5s));
+  const HealthRecord expired = *in.Health(id);
+  EXPECT_EQ(expired.last_transition_reason, "heartbeat_expired");
+  const int64_t after_ms = expired.last_transition_time_ms - expired.last_beat_time_ms;
+  EXPECT_GE(after_ms, 2000);
+  EXPECT_LE(after_ms, 2000 + 1000);
+  EXPECT_EQ(beat().status, HealthStatus::kReady);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = in.Health(id);
+        return r && r->status == HealthStatus::kReady;
+      },
+      5s));
+
+  EXPECT_EQ(in.checker.Checks(id), 0u) << "a heartbeat provider is never probed";
+  HealthLog log(*env_);
+  ASSERT_TRUE(log.CatchUp());
+  EXPECT_TRUE(log.Probes(id).empty());
+  auto changes = log.Changes(id);
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].to, HealthStatus::kReady);
+  EXPECT_EQ(changes[1].to, HealthStatus::kUnavailable);
+  EXPECT_EQ(changes[1].reason, "heartbeat_expired");
+  EXPECT_EQ(changes[2].to, HealthStatus::kReady);
+}
+
+TEST_F(HealthFlowTest, ASurvivorExpiresTheHeartbeatProvidersItTakesOverFromTheLoggedLastBeat) {
+  HealthCheckConfig health = FastHealth();
+  health.heartbeat_timeout = 4s;
+  Instance& a = AddInstance("a", health);
+  Instance& b = AddInstance("b", health);
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  ASSERT_TRUE(WaitForSplit({&a, &b}, 0));
+  const auto b_partitions = b.prober->OwnedPartitions();
+  const std::set<int32_t> on_b(b_partitions.begin(), b_partitions.end());
+  std::vector<Provider> providers;
+  for (int i = 0; i < 12; ++i) {
+    const std::string name = Unique("edge");
+    auto outcome = a.Register(name, EndpointOf(name), Liveness::kHeartbeat);
+    ASSERT_TRUE(outcome && outcome->kind == OutcomeKind::kRegistered);
+    providers.push_back(outcome->provider);
+  }
+  auto owned_by_b = [&](const std::string& id) {
+    return on_b.count(KeyPartition(id, env_->config.partitions)) > 0;
+  };
+  ASSERT_TRUE(std::any_of(providers.begin(), providers.end(),
+                          [&](const Provider& p) { return owned_by_b(p.id); }));
+  // Each provider beats at its owner only, four times 700 ms apart: the owner records the first
+  // beat and coalesces the other three.
+  std::map<std::string, int64_t> last_beat_ms;
+  for (int round = 0; round < 4; ++round) {
+    if (round > 0) std::this_thread::sleep_for(700ms);
+    for (const Provider& p : providers) {
+      Instance& owner = owned_by_b(p.id) ? b : a;
+      auto reply = owner.prober->Beat(p, BeatResult::kHealthy);
+      ASSERT_TRUE(reply) << reply.error().message;
+      last_beat_ms[p.id] = reply->last_beat_time_ms;
+    }
+  }
+  // b leaves at once: its coalesced beats must reach the log, or a would time b's providers
+  // from their first beat (2.1 s early). a must not time them from when it joined either.
+  b.prober->Stop();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return std::all_of(providers.begin(), providers.end(), [&](const Provider& p) {
+          auto r = a.Health(p.id);
+          return r && r->status == HealthStatus::kUnavailable;
+        });
+      },
+      health.heartbeat_timeout + SessionTimeout() + 4s));
+  EXPECT_EQ(a.prober->OwnedPartitions().size(), static_cast<size_t>(env_->config.partitions));
+  HealthLog log(*env_);
+  ASSERT_TRUE(log.CatchUp());
+  for (const Provider& p : providers) {
+    SCOPED_TRACE(p.id + (owned_by_b(p.id) ? " (taken over from b)" : " (a's own)"));
+    const HealthRecord r = *a.Health(p.id);
+    EXPECT_EQ(r.last_transition_reason, "heartbeat_expired");
+    EXPECT_EQ(r.last_beat_time_ms, last_beat_ms[p.id]);
+    EXPECT_NEAR(r.last_transition_time_ms - last_beat_ms[p.id], 4000, 1000);
+    const auto changes = log.Changes(p.id);
+    EXPECT_EQ(
+        std::count_if(changes.begin(), changes.end(),
+                      [](const HealthChange& c) { return c.to == HealthStatus::kUnavailable; }),
+        1)
+        << "expired once";
+  }
 }
 
 }  // namespace

@@ -1,0 +1,99 @@
+// HeartbeatTracker: liveness by heartbeat (SPEC §8) for the heartbeat providers this instance
+// owns (the prober group's partitions, consumers/prober.h). Pure logic with time passed in, so
+// it is tested with fake times; the Prober wraps it with its lock, its threads and Kafka.
+//
+//   Upsert ─▶ seeded from the provider's health record in the projection: the last beat the log
+//             knows of, so a taking-over instance times expiry from the log, not from joining
+//   Beat   ─▶ the same fold the projection runs (FoldHeartbeat); a record to produce when the
+//             beat changes the state, after a re-registration, or when the last record is
+//             HEARTBEAT_RECORD_EVERY old; otherwise the beat is only counted (coalesced)
+//   Expire ─▶ last beat + HEARTBEAT_TIMEOUT passed ─▶ a heartbeat_expired record (once)
+//   Unrecorded ─▶ "still beating" records for beats not yet recorded (before handing over)
+//
+// Every call that decides takes `projected`, the provider's record in the local projection:
+// beats that reached other instances are recorded as they come (`forwarded`) and show there, so
+// the owner adopts a projected record that knows a newer beat than it does. Providers without a
+// deadline (Unarmed: never beaten or expired here) are refreshed from the projection by the
+// Prober once per second, so a forwarded beat arms them.
+// Not thread-safe: the Prober serialises calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "events/heartbeat_events.h"
+#include "projections/health_state.h"
+
+namespace dcm {
+
+struct HeartbeatOptions {
+  std::chrono::milliseconds timeout{12000};       // HEARTBEAT_TIMEOUT
+  std::chrono::milliseconds record_every{60000};  // HEARTBEAT_RECORD_EVERY
+};
+
+// What a beat or an expiry leads to: the provider's health after it (the reply), and the record
+// to produce (with the transition it makes), if any.
+struct BeatOutcome {
+  HealthRecord health;
+  std::optional<HeartbeatRecord> record;
+  std::optional<HealthChange> change;
+};
+
+class HeartbeatTracker {
+ public:
+  explicit HeartbeatTracker(HeartbeatOptions options) : options_(options) {}
+
+  // Adds an owned heartbeat provider, or updates its registration seq.
+  void Upsert(const std::string& id, int64_t registration_seq,
+              const std::optional<HealthRecord>& projected);
+  bool Remove(const std::string& id);
+  void Clear() { targets_.clear(); }
+  bool Has(const std::string& id) const { return targets_.count(id) > 0; }
+  size_t size() const { return targets_.size(); }
+  std::vector<std::string> Ids() const;
+
+  // A beat of `id` at `now_ms`; nullopt if `id` is not tracked here. `record_id`: the id of the
+  // record, should one be produced.
+  std::optional<BeatOutcome> Beat(const std::string& id, BeatResult result, int64_t now_ms,
+                                  const std::optional<HealthRecord>& projected,
+                                  std::string record_id);
+  // Ids whose last beat is HEARTBEAT_TIMEOUT old or older and not yet expired.
+  std::vector<std::string> Due(int64_t now_ms) const;
+  // Expires `id` if its last beat (its own, or a newer one in `projected`) is timed out and it is
+  // not expired yet; nullopt otherwise.
+  std::optional<BeatOutcome> Expire(const std::string& id, int64_t now_ms,
+                                    const std::optional<HealthRecord>& projected,
+                                    std::string record_id);
+  // Ids with no deadline: never beaten, or expired, as far as this tracker knows. A beat
+  // forwarded by another instance arms them only once Refresh sees it in the projection.
+  std::vector<std::string> Unarmed() const;
+  // Adopts `projected` if it knows a newer beat (or registration) than the tracker.
+  void Refresh(const std::string& id, const std::optional<HealthRecord>& projected);
+  // The earliest time a provider can expire (nullopt: none can).
+  std::optional<int64_t> NextDeadline() const;
+  // Records for the beats coalesced and not yet recorded, and marks them recorded.
+  std::vector<HeartbeatRecord> Unrecorded(int64_t now_ms);
+
+ private:
+  struct Target {
+    int64_t registration_seq = 0;
+    HealthRecord record;  // the fold of every beat, recorded or not
+    int64_t last_recorded_ms = 0;
+    int64_t record_seq = 0;  // seq of the last record produced here
+    int64_t unrecorded = 0;  // beats folded since the last record
+  };
+
+  static void Merge(Target& target, const std::optional<HealthRecord>& projected);
+  static bool Expired(const HealthRecord& record);
+  HeartbeatRecord NewRecord(const std::string& id, Target& target, BeatResult result,
+                            int64_t now_ms, std::string record_id) const;
+
+  HeartbeatOptions options_;
+  std::unordered_map<std::string, Target> targets_;
+};
+
+}  // namespace dcm
