@@ -82,14 +82,19 @@ struct Instance {
     return DecodeProviderOutcome(*outcome_event);
   }
 
-  Result<ProviderOutcome> Register(const std::string& name, const std::string& id = "") {
+  // A request of `kind` for a vm provider named `name` (with id `id`, if any), as an SP sends it.
+  static CloudEvent Request(RequestKind kind, const std::string& name, const std::string& id = "") {
     ProviderRequest r;
-    r.kind = RequestKind::kRegister;
+    r.kind = kind;
     r.id = id;
     r.spec.name = name;
     r.spec.endpoint = "http://sp.example:9000/api/vm";
     r.spec.service_type = "vm";
-    return Send(EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis()));
+    return EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis());
+  }
+
+  Result<ProviderOutcome> Register(const std::string& name, const std::string& id = "") {
+    return Send(Request(RequestKind::kRegister, name, id));
   }
 
   testing::KafkaEnv& env;
@@ -563,13 +568,7 @@ TEST(RetentionGapFlowTest, OutcomesOverSeveralPartitionsAreFoldedInDecisionOrder
       const std::string freed = "freed-" + NewUuidV4().substr(0, 6);
       const std::string moved = "moved-" + NewUuidV4().substr(0, 6);
       const std::string a = OrDie(first.Register(freed)).provider.id;
-      ProviderRequest rename;
-      rename.kind = RequestKind::kUpdate;
-      rename.id = a;
-      rename.spec.name = moved;
-      rename.spec.endpoint = "http://sp.example:9000/api/vm";
-      rename.spec.service_type = "vm";
-      ASSERT_EQ(OrDie(first.Send(EncodeProviderRequest(rename, "test", 0))).kind,
+      ASSERT_EQ(OrDie(first.Send(Instance::Request(RequestKind::kUpdate, moved, a))).kind,
                 OutcomeKind::kUpdated);
       taken.emplace_back(moved, a);
       taken.emplace_back(freed, OrDie(first.Register(freed)).provider.id);
@@ -654,12 +653,8 @@ TEST(RetentionGapFlowTest, AFreshRegistrarWhoseOutcomeLogLostItsHeadReportsTheGa
                 .Value(),
             1u);
   // Nothing was decided: a request produced now gets no outcome.
-  ProviderRequest r;
-  r.kind = RequestKind::kRegister;
-  r.spec.name = "after-" + NewUuidV4().substr(0, 6);
-  r.spec.endpoint = "http://sp.example:9000/api/vm";
-  r.spec.service_type = "vm";
-  const CloudEvent request = EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis());
+  const CloudEvent request =
+      Instance::Request(RequestKind::kRegister, "after-" + NewUuidV4().substr(0, 6));
   auto outcome = std::async(std::launch::async, [&] { return fresh.Send(request); });
   EXPECT_EQ(outcome.wait_for(2s), std::future_status::timeout);
   fresh.waiters.Expire(SystemClock::Instance().NowMillis() + 60000);  // let Send give up
