@@ -186,6 +186,7 @@ void SpSim::Impl::DeregisterAll() {
       continue;
     }
     logger->info("msg=\"registration deleted\" name={} id={}", p->name, id);
+    registered.fetch_sub(1, std::memory_order_relaxed);
     std::lock_guard lock(p->mu);
     p->registration = RegistrationState::kPending;
   }

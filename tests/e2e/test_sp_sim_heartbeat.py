@@ -6,6 +6,7 @@ attempts come in rounds over the URLs spaced 1, 2, 4 s (± 20% jitter)."""
 
 import http.server
 import socket
+import sys
 import threading
 import time
 import unittest
@@ -83,6 +84,7 @@ class SpSimHeartbeatTest(unittest.TestCase):
             back = wait_until(lambda: (p := provider()) and p["health_status"] == "Ready" and p,
                               timeout=10, interval=0.02, what="provider Ready again")
             elapsed = time.monotonic() - deleted
+            print(f"\n  Ready again {elapsed:.2f} s after the delete", file=sys.stderr)
             self.assertEqual(back["name"], name)
             self.assertEqual(back["liveness"], "heartbeat")
             self.assertLess(elapsed, INTERVAL_S + 1.0)
@@ -112,6 +114,7 @@ class SpSimHeartbeatTest(unittest.TestCase):
             for i in range(0, 8, 2):
                 self.assertLess(attempts[i + 1][0] - attempts[i][0], 0.3)
             gaps = [attempts[i + 2][0] - attempts[i + 1][0] for i in range(0, 6, 2)]
+            print(f"\n  gaps between rounds: {[round(g, 3) for g in gaps]} s", file=sys.stderr)
             for gap, nominal in zip(gaps, [1.0, 2.0, 4.0]):
                 self.assertGreaterEqual(gap, nominal * 0.8 - 0.05, gaps)
                 self.assertLessEqual(gap, nominal * 1.2 + 0.25, gaps)
