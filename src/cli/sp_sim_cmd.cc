@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/cli/commands.h"
+#include "src/common/duration.h"
 #include "src/common/log.h"
 #include "src/sim/sp_sim.h"
 
@@ -18,6 +19,8 @@ namespace {
 struct SpSimFlags {
   sim::SpSimOptions options;
   bool no_register = false;
+  std::vector<std::string> dcm_urls{"http://127.0.0.1:8080"};
+  std::string heartbeat_interval = "5s";
 };
 
 void RunSpSim(SpSimFlags flags) {
@@ -37,6 +40,18 @@ void RunSpSim(SpSimFlags flags) {
   const auto [soft, hard] = cli::RaiseOpenFilesLimit();
   logger->info("msg=\"open files limit\" soft={} hard={}", soft, hard);
   flags.options.register_with_dcm = !flags.no_register;
+  flags.options.dcm_url.clear();
+  for (const auto& url : flags.dcm_urls) {
+    flags.options.dcm_url += (flags.options.dcm_url.empty() ? "" : ",") + url;
+  }
+  auto interval = ParseGoDuration(flags.heartbeat_interval);
+  if (!interval || interval->count() <= 0) {
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    throw CLI::ValidationError(
+        "--heartbeat-interval",
+        "a positive duration such as 5s or 500ms, not '" + flags.heartbeat_interval + "'");
+  }
+  flags.options.heartbeat_interval = *interval;
   auto sim = sim::SpSim::Start(std::move(flags.options));
   if (!sim) {
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -63,8 +78,19 @@ void RegisterSpSimCommand(CLI::App& app) {
   sim::SpSimOptions& o = flags->options;
   CLI::App* cmd = app.add_subcommand(
       "sp-sim", "Run simulated Service Providers that register with DCM (docs/http.md)");
-  cmd->add_option("--dcm-url", o.dcm_url, "DCM base URL to register with")
+  cmd->add_option("--dcm-url", flags->dcm_urls,
+                  "DCM base URL to register with; repeat it or separate by commas for several "
+                  "instances (heartbeats fail over between them)")
       ->envname("DCM_URL")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--liveness", o.liveness,
+                  "probe: DCM probes the providers; heartbeat: they beat every "
+                  "--heartbeat-interval (and delete their registration on exit)")
+      ->check(CLI::IsMember({"probe", "heartbeat"}))
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-interval", flags->heartbeat_interval,
+                  "Between two beats of one provider (--liveness heartbeat)")
       ->capture_default_str();
   cmd->add_option("--token", o.token,
                   "Bearer token for DCM (dcm-provider role); its subject owns the providers")

@@ -216,6 +216,7 @@ ProviderSnapshot Provider::Snapshot(const SimShared& shared) const {
   s.registration = registration;
   s.registration_attempts = attempts;
   s.last_error = last_error;
+  s.heartbeats = heartbeats;
   s.fault = fault;
   s.instances = instances.size();
   s.health_probes = health_probes;
@@ -285,6 +286,8 @@ void RenderProvider(JsonWriter& w, const ProviderSnapshot& s) {
   w.Field("registration", RegistrationStateName(s.registration));
   w.Field("registration_attempts", s.registration_attempts);
   if (!s.last_error.empty()) w.Field("last_error", s.last_error);
+  w.Key("heartbeats");
+  w.Uint(s.heartbeats);
   w.Key("fault");
   w.BeginObject();
   w.Field("health", HealthFaultName(s.fault.health));

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "src/common/json_writer.h"
 #include "src/http/http_types.h"
+#include "src/sim/heartbeat_client.h"
 #include "src/sim/sp_sim.h"
 
 namespace dcm::sim {
@@ -65,6 +67,10 @@ struct Provider {
   int attempts = 0;
   std::optional<std::string> id;
   std::string last_error;
+  uint64_t heartbeats = 0;
+  // Liveness heartbeat only: registration and beats. Used by the one registration worker that
+  // holds the provider (not under mu); its state is mirrored into the fields above under mu.
+  std::unique_ptr<HeartbeatClient> heartbeat;
   std::map<std::string, std::string> instances;  // id → minified spec
   uint64_t health_probes = 0;
   // Arrival times as ms after SimShared::epoch_ms. Grows to kRecentProbes, then a ring whose

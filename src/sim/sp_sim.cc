@@ -329,6 +329,22 @@ HttpResponse SpSim::Impl::Control(const HttpRequest& req) {
 
 namespace {
 
+// "a,b, c" → {"a","b","c"}; empty items dropped.
+std::vector<std::string> SplitUrls(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = list.substr(start, comma - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(std::move(item));
+    start = comma + 1;
+  }
+  return out;
+}
+
 Status ValidateOptions(SpSimOptions& options) {
   auto bad = [](const std::string& why) { return MakeError(ErrorCode::kInvalidArgument, why); };
   if (options.count < 0 || options.count > 60000) return bad("count must be in 0..60000");
@@ -349,9 +365,17 @@ Status ValidateOptions(SpSimOptions& options) {
       options.register_backoff_cap < options.register_backoff_base) {
     return bad("register backoff must be positive with cap >= base");
   }
+  if (options.liveness != "probe" && options.liveness != "heartbeat") {
+    return bad("liveness must be probe or heartbeat");
+  }
+  if (options.heartbeat_interval.count() <= 0) return bad("heartbeat_interval must be positive");
   if (options.register_with_dcm) {
-    auto url = ParseHttpUrl(options.dcm_url);
-    if (!url) return bad("dcm_url " + url.error().message);
+    const auto urls = SplitUrls(options.dcm_url);
+    if (urls.empty()) return bad("dcm_url must not be empty");
+    for (const auto& u : urls) {
+      auto url = ParseHttpUrl(u);
+      if (!url) return bad("dcm_url " + url.error().message);
+    }
   }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return bad("tls_cert_file and tls_key_file go together");
@@ -374,6 +398,8 @@ Result<std::unique_ptr<SpSim>> SpSim::Start(SpSimOptions options) {
   RETURN_IF_ERROR(ValidateOptions(options));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->dcm_urls = SplitUrls(impl->options.dcm_url);
+  impl->heartbeat = impl->options.liveness == "heartbeat";
   impl->shared.version = impl->options.version;
   impl->shared.epoch_ms = SystemMillis();
   impl->shared.shared_ports = impl->options.ports > 0;
@@ -388,10 +414,11 @@ Result<std::unique_ptr<SpSim>> SpSim::Start(SpSimOptions options) {
                 std::to_string(raw->control_port));
   raw->logger->info(
       "msg=\"started\" providers={} ports={} control_port={} register={} "
-      "register_concurrency={}",
+      "register_concurrency={} liveness={}",
       raw->providers.size(),
       raw->options.ports > 0 ? std::to_string(raw->options.ports) : "per-provider",
-      raw->control_port, raw->options.register_with_dcm, raw->options.register_concurrency);
+      raw->control_port, raw->options.register_with_dcm, raw->options.register_concurrency,
+      raw->options.liveness);
   if (raw->options.register_with_dcm && !raw->providers.empty()) raw->StartRegistration();
   return std::unique_ptr<SpSim>(new SpSim(std::move(impl)));
 }
@@ -408,6 +435,7 @@ void SpSim::Stop() {
   }
   impl_->reg_cv.notify_all();
   for (auto& t : impl_->registrars) t.join();
+  if (impl_->heartbeat) impl_->DeregisterAll();
   impl_->control_server->Stop();
   impl_->providers_server->Stop();
   impl_->logger->info("msg=\"stopped\"");

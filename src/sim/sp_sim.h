@@ -21,7 +21,8 @@
 //
 // Faults are set at run time through a control HTTP API (see docs/http.md) or SetFault.
 //
-// Registration state per provider:
+// Registration state per provider (liveness probe; for heartbeat see heartbeat_client.h, whose
+// registered state is mirrored here, kPending again while it registers anew):
 //
 //   kPending ──201/200──> kRegistered
 //      │  ↺ 5xx / connect error / timeout (backoff base·2ⁿ, capped)
@@ -96,7 +97,8 @@ struct ProviderSnapshot {
   std::optional<std::string> id;  // the id DCM returned, once registered
   RegistrationState registration = RegistrationState::kPending;
   int registration_attempts = 0;
-  std::string last_error;  // of the last failed registration attempt
+  std::string last_error;   // of the last failed registration attempt (or beat)
+  uint64_t heartbeats = 0;  // beats DCM answered 200 (liveness heartbeat)
   FaultConfig fault;
   size_t instances = 0;
   // GET {endpoint}/health requests received, whatever the fault answered (hang included).
@@ -125,7 +127,15 @@ struct SimStats {
 
 struct SpSimOptions {
   // DCM base URL (http or https); the registration target is {dcm_url}{api_prefix}/providers.
+  // Several comma-separated URLs (instances of one DCM): heartbeat providers fail over from one
+  // to the next (heartbeat_client.h); probe providers register with the first.
   std::string dcm_url = "http://127.0.0.1:8080";
+  // "probe" (DCM probes GET {endpoint}/health; registration carries no liveness field) or
+  // "heartbeat": providers register with "liveness":"heartbeat", then beat
+  // (PUT {api_prefix}/providers/{id}/heartbeat) every heartbeat_interval, register again on a
+  // 404, and delete their registration on Stop (heartbeat_client.h).
+  std::string liveness = "probe";
+  std::chrono::milliseconds heartbeat_interval{5000};
   // Bearer token sent with every registration (a DCM with authentication: a token with the
   // dcm-provider role, whose subject then owns the providers). Empty: none.
   std::string token;
@@ -185,7 +195,8 @@ class SpSim {
   SpSim(const SpSim&) = delete;
   SpSim& operator=(const SpSim&) = delete;
 
-  // Stops registration, the control API and all providers. Idempotent.
+  // Stops registration (and beats), deletes the heartbeat providers' registrations, stops the
+  // control API and all providers. Idempotent.
   void Stop();
 
   // Re-reads the providers' TLS certificate and key (SIGHUP): new connections get them, kept

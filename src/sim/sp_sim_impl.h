@@ -23,6 +23,8 @@ namespace dcm::sim {
 
 struct SpSim::Impl {
   SpSimOptions options;
+  std::vector<std::string> dcm_urls;           // options.dcm_url split at commas
+  bool heartbeat = false;                      // options.liveness == "heartbeat"
   http::HttpClientOptions dcm_client_options;  // TLS toward DCM and the bearer token
   std::shared_ptr<spdlog::logger> logger = Logger("sp-sim");
   std::unique_ptr<http::HttpServer> providers_server;
@@ -69,6 +71,12 @@ struct SpSim::Impl {
   void StartRegistration();
   void RegistrarLoop();
   std::optional<std::chrono::milliseconds> RegisterOnce(http::HttpClient& client, Provider& p);
+  std::string RegistrationBody(const Provider& p) const;
+  // One HeartbeatClient::Step of `p` through `transport`; the delay until the next, or nullopt.
+  std::optional<std::chrono::milliseconds> HeartbeatOnce(const HeartbeatTransport& transport,
+                                                         Provider& p);
+  // DELETE the heartbeat providers' registrations (Stop).
+  void DeregisterAll();
   Status SetFault(const std::string& name, const FaultPatch& patch);
   Status SetFaultAll(const FaultPatch& patch);
   SimStats Stats() const;

@@ -1,7 +1,10 @@
 // SpSim's registration workers (sp_sim.h "Registration"): providers due for an attempt wait in
 // one queue by due time; each worker POSTs a provider to DCM and re-queues it on a retryable
-// answer.
+// answer. With liveness heartbeat the worker steps the provider's HeartbeatClient instead, and
+// re-queues it at the time that returns (beats go on until Stop).
 #include <simdjson.h>
+
+#include <random>
 
 #include "src/common/json_writer.h"
 #include "src/sim/sp_sim_impl.h"
@@ -16,10 +19,15 @@ simdjson::dom::parser& Parser() {
   return parser;
 }
 
+// For the heartbeat backoff's jitter: [0, 1), a generator per worker thread.
+double Uniform01() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
 }  // namespace
 
-std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpClient& client,
-                                                                   Provider& p) {
+std::string SpSim::Impl::RegistrationBody(const Provider& p) const {
   JsonWriter w;
   w.BeginObject();
   w.Field("name", p.name);
@@ -35,9 +43,15 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpCli
   w.Field("region_code", *p.region_code);
   w.Field("zone", p.zone());
   w.EndObject();
+  if (heartbeat) w.Field("liveness", "heartbeat");
   w.EndObject();
-  auto res = client.Request("POST", options.api_prefix + "/providers", w.Take(), "application/json",
-                            options.register_timeout);
+  return w.Take();
+}
+
+std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpClient& client,
+                                                                   Provider& p) {
+  auto res = client.Request("POST", options.api_prefix + "/providers", RegistrationBody(p),
+                            "application/json", options.register_timeout);
 
   std::string error;
   bool retry = true;
@@ -100,7 +114,96 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::RegisterOnce(http::HttpCli
   return delay;
 }
 
+std::optional<std::chrono::milliseconds> SpSim::Impl::HeartbeatOnce(
+    const HeartbeatTransport& transport, Provider& p) {
+  BeatHealth health;
+  {
+    std::lock_guard lock(p.mu);
+    switch (p.fault.health) {
+      case HealthFault::kUnhealthy:
+        health = BeatHealth::kUnhealthy;
+        break;
+      case HealthFault::kUnavailable:
+      case HealthFault::kHang:
+      case HealthFault::kRefuse:
+        health = BeatHealth::kSilent;  // the SP is down: it stops beating
+        break;
+      default:
+        health = BeatHealth::kHealthy;
+    }
+  }
+  HeartbeatClient& hb = *p.heartbeat;
+  const bool was_registered = hb.registered();
+  const auto step = hb.Step(transport, health);
+  {
+    std::lock_guard lock(p.mu);
+    p.attempts = hb.attempts();
+    p.heartbeats = hb.beats();
+    p.last_error = hb.last_error();
+    if (hb.id()) p.id = hb.id();
+    p.registration = hb.registered() ? RegistrationState::kRegistered
+                     : step.next     ? RegistrationState::kPending
+                                     : RegistrationState::kRejected;
+  }
+  if (step.registered) {
+    registered.fetch_add(1, std::memory_order_relaxed);
+    logger->info("msg=\"registered\" name={} id={} endpoint={} liveness=heartbeat dcm_url={}",
+                 p.name, *hb.id(), p.endpoint, dcm_urls[hb.url()]);
+    Announce("registered name=" + p.name + " id=" + *hb.id() + " endpoint=" + p.endpoint);
+  } else if (was_registered && !hb.registered()) {
+    registered.fetch_sub(1, std::memory_order_relaxed);
+    logger->warn("msg=\"registering again\" name={} id={} error=\"{}\"", p.name,
+                 hb.id().value_or(""), hb.last_error());
+  } else if (!step.next) {
+    logger->error("msg=\"registration rejected\" name={} error=\"{}\"", p.name, hb.last_error());
+  } else if (!hb.last_error().empty() && step.next->count() > 0) {
+    const int failures = hb.backoff().failures();
+    const auto level =
+        failures == 1 || failures % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
+    logger->log(level,
+                "msg=\"DCM unreachable, backing off\" name={} failures={} retry_in_ms={} "
+                "error=\"{}\"",
+                p.name, failures, step.next->count(), hb.last_error());
+  }
+  return step.next;
+}
+
+void SpSim::Impl::DeregisterAll() {
+  std::vector<std::unique_ptr<http::HttpClient>> clients;
+  for (const auto& url : dcm_urls) {
+    clients.push_back(std::make_unique<http::HttpClient>(url, dcm_client_options));
+  }
+  const HeartbeatTransport transport = [&](const HeartbeatRequest& r) {
+    return clients[r.url]->Request(r.method, r.target, r.body, "application/json",
+                                   std::chrono::milliseconds(2000));
+  };
+  for (auto& p : providers) {
+    if (!p->heartbeat || !p->heartbeat->registered()) continue;
+    const std::string id = *p->heartbeat->id();
+    if (auto st = p->heartbeat->Deregister(transport); !st) {
+      logger->warn("msg=\"cannot delete registration\" name={} id={} error=\"{}\"", p->name, id,
+                   st.error().message);
+      continue;
+    }
+    logger->info("msg=\"registration deleted\" name={} id={}", p->name, id);
+    registered.fetch_sub(1, std::memory_order_relaxed);
+    std::lock_guard lock(p->mu);
+    p->registration = RegistrationState::kPending;
+  }
+}
+
 void SpSim::Impl::StartRegistration() {
+  if (heartbeat) {
+    HeartbeatOptions hb;
+    hb.api_prefix = options.api_prefix;
+    hb.interval = options.heartbeat_interval;
+    hb.backoff_base = options.register_backoff_base;
+    hb.backoff_cap = options.register_backoff_cap;
+    for (auto& p : providers) {
+      p->heartbeat =
+          std::make_unique<HeartbeatClient>(RegistrationBody(*p), dcm_urls.size(), hb, Uniform01);
+    }
+  }
   const auto now = Clock::now();
   for (size_t i = 0; i < providers.size(); ++i) due.emplace(now, i);
   const int workers = std::min(options.register_concurrency, static_cast<int>(providers.size()));
@@ -110,7 +213,14 @@ void SpSim::Impl::StartRegistration() {
 // One worker: takes the provider due first, attempts it with its own keep-alive connection and
 // re-queues it at its backoff. Workers exit once nothing is queued or in flight.
 void SpSim::Impl::RegistrarLoop() {
-  http::HttpClient client(options.dcm_url, dcm_client_options);
+  std::vector<std::unique_ptr<http::HttpClient>> clients;
+  for (const auto& url : dcm_urls) {
+    clients.push_back(std::make_unique<http::HttpClient>(url, dcm_client_options));
+  }
+  const HeartbeatTransport transport = [&](const HeartbeatRequest& r) {
+    return clients[r.url]->Request(r.method, r.target, r.body, "application/json",
+                                   options.register_timeout);
+  };
   std::unique_lock lock(reg_mu);
   while (!stopping) {
     if (due.empty()) {
@@ -126,7 +236,8 @@ void SpSim::Impl::RegistrarLoop() {
     due.pop();
     ++in_flight;
     lock.unlock();
-    const auto retry_in = RegisterOnce(client, *providers[index]);
+    Provider& p = *providers[index];
+    const auto retry_in = heartbeat ? HeartbeatOnce(transport, p) : RegisterOnce(*clients[0], p);
     lock.lock();
     --in_flight;
     if (retry_in) due.emplace(Clock::now() + *retry_in, index);

@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -659,6 +660,118 @@ TEST_F(SpSimTest, ControlApiListsProvidersAndRejectsBadRequests) {
   EXPECT_EQ(Control("POST", "/sim/stats")->status, 405);
 }
 
+// DCM's side of liveness by heartbeat: registrations (id from ?id= or "id-<name>"), beats (200,
+// or 404 for ids it has forgotten) and deletes, each recorded as "METHOD target body".
+class FakeHeartbeatDcm {
+ public:
+  FakeHeartbeatDcm() {
+    server_ = std::move(*http::HttpServer::Create({}));
+    port_ = *server_->Listen("127.0.0.1:0",
+                             [this](HttpRequest req, Respond respond) { respond(Handle(req)); });
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<std::string> log() const {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
+  size_t Count(const std::string& prefix) const {
+    const auto l = log();
+    return static_cast<size_t>(std::count_if(
+        l.begin(), l.end(), [&](const std::string& e) { return e.starts_with(prefix); }));
+  }
+  void Forget(const std::string& id) {
+    std::lock_guard lock(mu_);
+    known_.erase(id);
+  }
+
+ private:
+  HttpResponse Handle(const HttpRequest& req) {
+    static const std::string kProviders = "/api/v1alpha1/providers";
+    std::lock_guard lock(mu_);
+    log_.push_back(req.method + " " + req.target + " " + req.body);
+    if (req.method == "POST" && req.path == kProviders) {
+      simdjson::dom::parser parser;
+      std::string_view name = parser.parse(req.body)["name"].get_string().value_unsafe();
+      const std::string* want = req.Query("id");
+      const std::string id = want ? *want : "id-" + std::string(name);
+      known_.insert(id);
+      return HttpResponse{201, "application/json", R"({"id":")" + id + R"("})", {}};
+    }
+    const std::string id = req.path.substr(
+        kProviders.size() + 1, req.path.find('/', kProviders.size() + 1) - kProviders.size() - 1);
+    if (!known_.contains(id)) return HttpResponse{404, "application/problem+json", "{}", {}};
+    if (req.method == "PUT" && req.path.ends_with("/heartbeat")) {
+      return HttpResponse{200, "application/json", R"({"status":"Ready"})", {}};
+    }
+    if (req.method == "DELETE") {
+      known_.erase(id);
+      return HttpResponse{204, "application/json", "", {}};
+    }
+    return HttpResponse{405, "application/json", "{}", {}};
+  }
+
+  mutable std::mutex mu_;
+  std::vector<std::string> log_;
+  std::set<std::string> known_;
+  std::unique_ptr<http::HttpServer> server_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(SpSimTest, HeartbeatProvidersRegisterForHeartbeatsBeatAndRegisterAgainWhenForgotten) {
+  FakeHeartbeatDcm dcm;
+  SpSimOptions options;
+  options.count = 1;
+  options.service_types = {"vm"};
+  // The first URL refuses connections: everything fails over to the second.
+  options.dcm_url = "http://127.0.0.1:1," + dcm.url();
+  options.liveness = "heartbeat";
+  options.heartbeat_interval = 50ms;
+  Start(options);
+  ASSERT_TRUE(WaitFor([&] { return Provider(0).heartbeats >= 3; }));
+  const auto first = dcm.log();
+  ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(first[0].starts_with("POST /api/v1alpha1/providers {")) << first[0];
+  EXPECT_NE(first[0].find(R"("liveness":"heartbeat")"), std::string::npos) << first[0];
+  EXPECT_EQ(first[1], R"(PUT /api/v1alpha1/providers/id-sim-vm-0/heartbeat {"status":"healthy"})");
+  EXPECT_EQ(Provider(0).health_probes, 0u);
+
+  dcm.Forget("id-sim-vm-0");
+  ASSERT_TRUE(
+      WaitFor([&] { return dcm.Count("POST /api/v1alpha1/providers?id=id-sim-vm-0 ") == 1; }));
+  const uint64_t beats = Provider(0).heartbeats;
+  ASSERT_TRUE(WaitFor([&] { return Provider(0).heartbeats > beats; }));
+  EXPECT_EQ(Provider(0).id, "id-sim-vm-0");
+  EXPECT_EQ(Provider(0).registration, RegistrationState::kRegistered);
+
+  // The unhealthy fault beats unhealthy; refuse stops the beats.
+  ASSERT_TRUE(sim_->SetFault("sim-vm-0", FaultPatch{HealthFault::kUnhealthy, {}, {}}));
+  ASSERT_TRUE(WaitFor([&] {
+    return dcm.Count(
+               R"(PUT /api/v1alpha1/providers/id-sim-vm-0/heartbeat {"status":"unhealthy"})") > 0;
+  }));
+  ASSERT_TRUE(sim_->SetFault("sim-vm-0", FaultPatch{HealthFault::kRefuse, {}, {}}));
+  std::this_thread::sleep_for(100ms);  // a beat in flight lands
+  const size_t puts = dcm.Count("PUT ");
+  std::this_thread::sleep_for(200ms);  // four intervals
+  EXPECT_EQ(dcm.Count("PUT "), puts);
+
+  sim_->Stop();  // deletes the registration
+  EXPECT_EQ(dcm.log().back(), "DELETE /api/v1alpha1/providers/id-sim-vm-0 ");
+}
+
+TEST_F(SpSimTest, ProbeProvidersRegisterWithoutLivenessAndAreNotDeletedOnStop) {
+  FakeHeartbeatDcm dcm;
+  SpSimOptions options;
+  options.count = 1;
+  options.dcm_url = dcm.url();
+  Start(options);
+  ASSERT_TRUE(WaitFor([&] { return Provider(0).registration == RegistrationState::kRegistered; }));
+  sim_->Stop();
+  const auto log = dcm.log();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].find("liveness"), std::string::npos) << log[0];
+}
+
 TEST(FaultPatchTest, ParsesPartialPatches) {
   auto patch = ParseFaultPatch(R"({"health":"hang","fail_deletes":true})");
   ASSERT_TRUE(patch) << patch.error().message;
@@ -694,6 +807,18 @@ TEST(SpSimOptionsTest, RejectsInvalidOptions) {
   EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
   options = SpSimOptions{};
   options.register_concurrency = 0;
+  EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
+  options = SpSimOptions{};
+  options.liveness = "both";
+  EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
+  options = SpSimOptions{};
+  options.heartbeat_interval = 0ms;
+  EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
+  options = SpSimOptions{};
+  options.dcm_url = "http://127.0.0.1:8080,ftp://dcm:8443";  // each URL is checked
+  EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
+  options = SpSimOptions{};
+  options.dcm_url = " , ";
   EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
 }
 
