@@ -14,6 +14,7 @@ import unittest
 from harness import API, DCM_BIN, DevServer, Process, SpSim, main, wait_until
 
 INTERVAL_S = 1.0
+SLACK_S = 1.0  # for process scheduling on a loaded 2-core machine (CI runs other work too)
 
 
 def closed_port():
@@ -87,7 +88,7 @@ class SpSimHeartbeatTest(unittest.TestCase):
             print(f"\n  Ready again {elapsed:.2f} s after the delete", file=sys.stderr)
             self.assertEqual(back["name"], name)
             self.assertEqual(back["liveness"], "heartbeat")
-            self.assertLess(elapsed, INTERVAL_S + 1.0)
+            self.assertLess(elapsed, INTERVAL_S + SLACK_S)
             self.assertEqual(sim.providers()[name]["id"], pid)
 
             # SIGTERM deletes the registration.
@@ -112,12 +113,14 @@ class SpSimHeartbeatTest(unittest.TestCase):
             # Rounds in URL order: a then b at once.
             self.assertEqual([u for _, u in attempts], ["a", "b"] * 4)
             for i in range(0, 8, 2):
-                self.assertLess(attempts[i + 1][0] - attempts[i][0], 0.3)
+                self.assertLess(attempts[i + 1][0] - attempts[i][0], SLACK_S)
             gaps = [attempts[i + 2][0] - attempts[i + 1][0] for i in range(0, 6, 2)]
             print(f"\n  gaps between rounds: {[round(g, 3) for g in gaps]} s", file=sys.stderr)
+            # The lower bound is the backoff's (−20 % jitter); the upper one allows a loaded
+            # machine's scheduling on top of +20 %.
             for gap, nominal in zip(gaps, [1.0, 2.0, 4.0]):
                 self.assertGreaterEqual(gap, nominal * 0.8 - 0.05, gaps)
-                self.assertLessEqual(gap, nominal * 1.2 + 0.25, gaps)
+                self.assertLessEqual(gap, nominal * 1.2 + SLACK_S, gaps)
         finally:
             sim.kill()
             a.shutdown()
