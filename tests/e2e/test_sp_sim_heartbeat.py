@@ -104,8 +104,9 @@ class SpSimHeartbeatTest(unittest.TestCase):
         sim = Process([DCM_BIN, "sp-sim", "--dcm-url", a.url, "--dcm-url", b.url, "--count",
                        "1", "--service-types", "vm", "--liveness", "heartbeat"], "sp-sim")
         try:
-            wait_until(lambda: len(a.attempts) >= 4, timeout=12, interval=0.02,
-                       what="four rounds of attempts")
+            # Both servers: a round's attempt on b follows its attempt on a.
+            wait_until(lambda: len(a.attempts) >= 4 and len(b.attempts) >= 4, timeout=12,
+                       interval=0.02, what="four rounds of attempts")
             attempts = sorted([(t, "a") for t, _, _ in a.attempts] +
                               [(t, "b") for t, _, _ in b.attempts])[:8]
             for _, method, path in a.attempts + b.attempts:
