@@ -51,6 +51,17 @@ HeartbeatRecord HeartbeatTracker::NewRecord(const std::string& id, Target& t, Be
   return h;
 }
 
+bool HeartbeatTracker::ExpiryDue(const Target& t, int64_t now_ms) const {
+  const int64_t last_beat = t.record.last_beat_time_ms;
+  return last_beat > 0 && !Expired(t.record) && last_beat + options_.timeout.count() <= now_ms;
+}
+
+void HeartbeatTracker::MarkRecorded(Target& t, const HeartbeatRecord& h, int64_t now_ms) {
+  t.last_recorded_ms = now_ms;
+  t.record_seq = h.seq;
+  t.unrecorded = 0;
+}
+
 std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatResult result,
                                                   int64_t now_ms,
                                                   const std::optional<HealthRecord>& projected,
@@ -74,9 +85,7 @@ std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatRes
   const bool due = now_ms - t.last_recorded_ms >= options_.record_every.count();
   if (folded.change || new_registration || due || before != t.record.status ||
       before_result != t.record.last_result) {
-    t.last_recorded_ms = now_ms;
-    t.record_seq = h.seq;
-    t.unrecorded = 0;
+    MarkRecorded(t, h, now_ms);
     out.record = std::move(h);
     out.change = std::move(folded.change);
   } else {
@@ -89,10 +98,7 @@ std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatRes
 std::vector<std::string> HeartbeatTracker::Due(int64_t now_ms) const {
   std::vector<std::string> due;
   for (const auto& [id, t] : targets_) {
-    if (t.record.last_beat_time_ms > 0 && !Expired(t.record) &&
-        t.record.last_beat_time_ms + options_.timeout.count() <= now_ms) {
-      due.push_back(id);
-    }
+    if (ExpiryDue(t, now_ms)) due.push_back(id);
   }
   return due;
 }
@@ -104,17 +110,12 @@ std::optional<BeatOutcome> HeartbeatTracker::Expire(const std::string& id, int64
   if (it == targets_.end()) return std::nullopt;
   Target& t = it->second;
   Merge(t, projected);
-  const int64_t last_beat = t.record.last_beat_time_ms;
-  if (last_beat == 0 || Expired(t.record) || last_beat + options_.timeout.count() > now_ms) {
-    return std::nullopt;
-  }
+  if (!ExpiryDue(t, now_ms)) return std::nullopt;
   HeartbeatRecord h = NewRecord(id, t, BeatResult::kExpired, now_ms, std::move(record_id));
   h.beats = t.unrecorded;
-  h.last_beat_time_ms = last_beat;
+  h.last_beat_time_ms = t.record.last_beat_time_ms;
   FoldResult folded = FoldHeartbeat(t.record, h);
-  t.last_recorded_ms = now_ms;
-  t.record_seq = h.seq;
-  t.unrecorded = 0;
+  MarkRecorded(t, h, now_ms);
   BeatOutcome out;
   out.health = t.record;
   out.record = std::move(h);
@@ -156,9 +157,7 @@ std::vector<HeartbeatRecord> HeartbeatTracker::Unrecorded(int64_t now_ms) {
     HeartbeatRecord h = NewRecord(id, t, result, now_ms, "");
     h.beats = t.unrecorded;
     h.last_beat_time_ms = t.record.last_beat_time_ms;
-    t.last_recorded_ms = now_ms;
-    t.record_seq = h.seq;
-    t.unrecorded = 0;
+    MarkRecorded(t, h, now_ms);
     records.push_back(std::move(h));
   }
   return records;

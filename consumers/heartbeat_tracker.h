@@ -89,6 +89,10 @@ class HeartbeatTracker {
 
   static void Merge(Target& target, const std::optional<HealthRecord>& projected);
   static bool Expired(const HealthRecord& record);
+  // Whether `target` has beaten, is not expired yet, and its last beat is HEARTBEAT_TIMEOUT old.
+  bool ExpiryDue(const Target& target, int64_t now_ms) const;
+  // `h` is recorded at `now_ms`: the beats it stands for are no longer pending.
+  static void MarkRecorded(Target& target, const HeartbeatRecord& h, int64_t now_ms);
   HeartbeatRecord NewRecord(const std::string& id, Target& target, BeatResult result,
                             int64_t now_ms, std::string record_id) const;
 
