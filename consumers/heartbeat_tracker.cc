@@ -163,4 +163,19 @@ std::vector<HeartbeatRecord> HeartbeatTracker::Unrecorded(int64_t now_ms) {
   return records;
 }
 
+std::vector<GcCandidate> HeartbeatTracker::GcDue(int64_t now_ms) {
+  std::vector<GcCandidate> due;
+  if (options_.gc_after.count() <= 0) return due;
+  for (auto& [id, t] : targets_) {
+    const int64_t last_beat = t.record.last_beat_time_ms;
+    if (!Expired(t.record) || last_beat <= 0 || t.gc_asked_seq == t.registration_seq ||
+        last_beat + options_.gc_after.count() > now_ms) {
+      continue;
+    }
+    t.gc_asked_seq = t.registration_seq;
+    due.push_back({id, t.registration_seq, last_beat});
+  }
+  return due;
+}
+
 }  // namespace dcm

@@ -9,6 +9,8 @@
 //             HEARTBEAT_RECORD_EVERY old; otherwise the beat is only counted (coalesced)
 //   Expire ─▶ last beat + HEARTBEAT_TIMEOUT passed ─▶ a heartbeat_expired record (once)
 //   Unrecorded ─▶ "still beating" records for beats not yet recorded (before handing over)
+//   GcDue  ─▶ expired, and last beat + PROVIDER_GC_AFTER passed ─▶ ask the registrar to remove it
+//             (once per registration; the registrar refuses a registration it does not know)
 //
 // Every call that decides takes `projected`, the provider's record in the local projection:
 // beats that reached other instances are recorded as they come (`forwarded`) and show there, so
@@ -33,6 +35,14 @@ namespace dcm {
 struct HeartbeatOptions {
   std::chrono::milliseconds timeout{12000};       // HEARTBEAT_TIMEOUT
   std::chrono::milliseconds record_every{60000};  // HEARTBEAT_RECORD_EVERY
+  std::chrono::milliseconds gc_after{0};          // PROVIDER_GC_AFTER (0: off)
+};
+
+// An expired provider to garbage-collect: the registration it is about and its last beat.
+struct GcCandidate {
+  std::string id;
+  int64_t registration_seq = 0;
+  int64_t last_beat_ms = 0;
 };
 
 // What a beat or an expiry leads to: the provider's health after it (the reply), and the record
@@ -77,6 +87,9 @@ class HeartbeatTracker {
   std::optional<int64_t> NextDeadline() const;
   // Records for the beats coalesced and not yet recorded, and marks them recorded.
   std::vector<HeartbeatRecord> Unrecorded(int64_t now_ms);
+  // Expired providers whose last beat is PROVIDER_GC_AFTER old, each returned once per
+  // registration (none when gc_after is 0).
+  std::vector<GcCandidate> GcDue(int64_t now_ms);
 
  private:
   struct Target {
@@ -85,6 +98,7 @@ class HeartbeatTracker {
     int64_t last_recorded_ms = 0;
     int64_t record_seq = 0;  // seq of the last record produced here
     int64_t unrecorded = 0;  // beats folded since the last record
+    int64_t gc_asked_seq = 0;  // the registration GcDue returned it for
   };
 
   static void Merge(Target& target, const std::optional<HealthRecord>& projected);

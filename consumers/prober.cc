@@ -7,6 +7,7 @@
 #include "consumers/catch_up.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
+#include "src/common/time_format.h"
 #include "src/common/uuid.h"
 
 namespace dcm {
@@ -70,6 +71,9 @@ Prober::Prober(ProberOptions options, const Store* store, const RegistryView* re
                                       "Provider heartbeats accepted by this instance");
   expiries_ = &metrics_->GetCounter("dcm_heartbeat_expiries_total",
                                     "Providers this instance made Unavailable (heartbeat_expired)");
+  gc_requests_ = &metrics_->GetCounter(
+      "dcm_provider_gc_requests_total",
+      "Expiry requests for providers silent for PROVIDER_GC_AFTER (SPEC §8), by this instance");
 }
 
 Prober::~Prober() { Stop(); }
@@ -438,8 +442,36 @@ void Prober::ExpireDue() {
       EmitBeat(*outcome);
     }
   }
+  for (const auto& candidate : tracker_.GcDue(now)) RequestGc(candidate);
   const int64_t next = tracker_.NextDeadline().value_or(std::numeric_limits<int64_t>::max());
   next_expiry_check_ms_ = std::clamp(next, now + kExpiryGranularity.count(), now + 1000);
+}
+
+// The request id derives from the registration, so an instance that asks again (a takeover after
+// a crash) asks the same request, which the registrar decides once.
+void Prober::RequestGc(const GcCandidate& c) {
+  ProviderRequest r;
+  r.kind = RequestKind::kExpire;
+  r.request_id = DeterministicUuid("expire:" + c.id + ":" + std::to_string(c.registration_seq));
+  r.id = c.id;
+  r.registration_seq = c.registration_seq;
+  r.last_heartbeat_time = FormatRfc3339Millis(c.last_beat_ms);
+  r.gc_after_ms = options_.heartbeat.gc_after.count();
+  r.actor = "dcm/prober";
+  const CloudEvent event = EncodeProviderRequest(r, options_.source, clock_->NowMillis());
+  gc_requests_->Inc();
+  Logger("prober")->info(
+      "msg=\"provider expiry requested\" provider={} last_heartbeat={} gc_after_ms={}", c.id,
+      r.last_heartbeat_time, r.gc_after_ms);
+  producer_->Produce(
+      options_.requests_topic, event.subject, EncodeCloudEvent(event), {},
+      [this](Result<KafkaPosition> delivered) {
+        if (delivered) return;
+        emit_failures_->Inc();
+        Logger("prober")->warn("msg=\"expiry request not delivered\" error=\"{}\"",
+                               delivered.error().message);
+      },
+      0);
 }
 
 std::chrono::microseconds Prober::UntilNextExpiry(TimePoint now) const {

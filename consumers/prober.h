@@ -11,6 +11,7 @@
 //   HTTP (any thread): Beat ─▶ owned: HeartbeatTracker (coalesced records) ─▶ probes topic
 //                             not owned: a `forwarded` record ─▶ the owner's projection
 //   scheduler thread:  HeartbeatTracker::Due ─▶ heartbeat_expired record (+ health_changed)
+//                      HeartbeatTracker::GcDue ─▶ expiry_requested ─▶ the registrar (SPEC §8 GC)
 //
 // Liveness (SPEC §8): providers registered with `liveness: heartbeat` are never probed; the
 // HeartbeatTracker (consumers/heartbeat_tracker.h) of their partition's owner decides their
@@ -68,8 +69,10 @@ struct ProberOptions {
   // Where the health projection's runner publishes its progress (null: a takeover does not
   // wait for the projection).
   const AppliedOffsets* applied = nullptr;
-  // HEARTBEAT_TIMEOUT, HEARTBEAT_RECORD_EVERY (SPEC §8).
+  // HEARTBEAT_TIMEOUT, HEARTBEAT_RECORD_EVERY, PROVIDER_GC_AFTER (SPEC §8).
   HeartbeatOptions heartbeat;
+  // Where garbage collection asks the registrar to remove a provider (dcm.provider-requests).
+  std::string requests_topic;
 };
 
 class Prober {
@@ -109,6 +112,7 @@ class Prober {
   void Emit(const std::string& topic, const CloudEvent& event);
   void EmitBeat(const BeatOutcome& outcome);                       // mu_ held
   void ExpireDue();                                                // mu_ held
+  void RequestGc(const GcCandidate& candidate);                    // mu_ held
   std::chrono::microseconds UntilNextExpiry(TimePoint now) const;  // mu_ held
   // Routes an owned provider to the scheduler or the tracker by its liveness; mu_ held. True
   // when the probe URL changed (drop its pooled connection).
@@ -154,6 +158,7 @@ class Prober {
   Counter* emit_failures_ = nullptr;
   Counter* heartbeats_ = nullptr;
   Counter* expiries_ = nullptr;
+  Counter* gc_requests_ = nullptr;
 };
 
 }  // namespace dcm

@@ -58,6 +58,8 @@ std::string RequestNoun(RequestKind kind) {
       return "id change";
     case RequestKind::kDelete:
       return "deletion";
+    case RequestKind::kExpire:
+      return "expiry";
   }
   return "request";
 }
@@ -90,6 +92,9 @@ std::string SummarizeProviderRequest(const CloudEvent& event) {
       return "id change requested: " + ShortId(r.id) + " → " + ShortId(r.new_id);
     case RequestKind::kDelete:
       return "deletion requested: " + ShortId(r.id) + (r.force ? " (force)" : "");
+    case RequestKind::kExpire:
+      return "expiry requested: " + ShortId(r.id) + ", no heartbeat since " +
+             (r.last_heartbeat_time.empty() ? "registration" : r.last_heartbeat_time);
   }
   return "provider request";
 }
@@ -109,6 +114,8 @@ std::string SummarizeProviderOutcome(const CloudEvent& event) {
                          name == o.provider.id ? "" : " (" + name + ")");
     case OutcomeKind::kDeleted:
       return "deregistered " + name;
+    case OutcomeKind::kExpired:
+      return "expired " + name + ": " + Truncate(o.reason, kMaxReasonBytes);
     case OutcomeKind::kRejected:
       return fmt::format("{} rejected: {}", RequestNoun(o.request_kind),
                          Truncate(o.detail, kMaxReasonBytes));
@@ -246,6 +253,9 @@ struct InstanceSummary {
   std::string operator()(const ResourceDeleted& e) const {
     return "deleted resource " + ShortId(e.resource_id) + On(e) +
            (e.deferred ? " (deferred cleanup)" : "");
+  }
+  std::string operator()(const ResourceLost& e) const {
+    return "resource " + ShortId(e.resource_id) + " LOST" + On(e) + " (" + e.reason + ")";
   }
   std::string operator()(const InstanceCreated& e) const {
     std::string out = "created instance " + ShortId(e.instance_id) + On(e);

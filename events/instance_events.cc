@@ -22,6 +22,7 @@ constexpr Operation kOperations[] = {
     Operation::kCreateServiceTypeInstance,
     Operation::kDeleteServiceTypeInstance,
     Operation::kRetryCleanup,
+    Operation::kRecoverLostResource,
 };
 
 // How a data field is spelled in JSON.
@@ -88,6 +89,8 @@ const TypeRule kTypeRules[] = {
     {event_type::kResourcePlaced, &InstanceEvent::resource_id,
      "request_id root resource_id provider_name provider_id service_type intent spec policy"},
     {event_type::kResourceDeleted, &InstanceEvent::resource_id, "root resource_id"},
+    {event_type::kResourceLost, &InstanceEvent::resource_id,
+     "request_id root resource_id provider_name provider_id reason"},
     {event_type::kInstanceCreated, &InstanceEvent::instance_id,
      "request_id root instance_id provider_name provider_id service_type spec status"},
     {event_type::kInstanceCreateFailed, &InstanceEvent::instance_id,
@@ -242,6 +245,8 @@ const char* OperationName(Operation op) {
       return "delete_service_type_instance";
     case Operation::kRetryCleanup:
       return "retry_cleanup";
+    case Operation::kRecoverLostResource:
+      return "recover_lost_resource";
   }
   return "";
 }

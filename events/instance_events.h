@@ -42,6 +42,7 @@ inline constexpr char kOperationFailed[] = "dcm.instance.operation_failed";
 // dcm.instances: facts
 inline constexpr char kResourcePlaced[] = "dcm.resource.placed";
 inline constexpr char kResourceDeleted[] = "dcm.resource.deleted";
+inline constexpr char kResourceLost[] = "dcm.resource.lost";
 inline constexpr char kInstanceCreated[] = "dcm.service_type_instance.created";
 inline constexpr char kInstanceCreateFailed[] = "dcm.service_type_instance.create_failed";
 inline constexpr char kInstanceDeleted[] = "dcm.service_type_instance.deleted";
@@ -66,6 +67,7 @@ inline constexpr const char* kInstanceEventTypes[] = {
     event_type::kOperationFailed,
     event_type::kResourcePlaced,
     event_type::kResourceDeleted,
+    event_type::kResourceLost,
     event_type::kInstanceCreated,
     event_type::kInstanceCreateFailed,
     event_type::kInstanceDeleted,
@@ -94,10 +96,16 @@ enum class Operation {
   kCreateServiceTypeInstance,
   kDeleteServiceTypeInstance,
   kRetryCleanup,
+  // SPEC §8: a resource whose provider expired or was force-deleted is marked LOST and, with
+  // REHYDRATE_ON_PROVIDER_LOSS, rehydrated (new_resource_id set) like kRehydrate*.
+  kRecoverLostResource,
 };
 // "create_catalog_item_instance", ..., "retry_cleanup".
 const char* OperationName(Operation op);
 std::optional<Operation> ParseOperation(std::string_view name);
+
+// A resource whose provider is gone (SPEC §8).
+inline constexpr char kLostStatus[] = "LOST";
 
 // Cleanup record status (SPEC §3.3 spelling).
 inline constexpr char kCleanupPending[] = "PENDING";

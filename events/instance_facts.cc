@@ -36,7 +36,9 @@ constexpr auto kParams =
                                     Bind{&OperationParams::display_name, &E::display_name},
                                     Bind{&OperationParams::spec, &E::spec},
                                     Bind{&OperationParams::deferred, &E::deferred},
-                                    Bind{&OperationParams::force, &E::force}});
+                                    Bind{&OperationParams::force, &E::force},
+                                    Bind{&OperationParams::provider_id, &E::provider_id},
+                                    Bind{&OperationParams::reason, &E::reason}});
 
 constexpr auto kEnd =
     std::tuple_cat(kIds, std::tuple{Bind{&OperationEnd::http_status, &E::http_status}});
@@ -95,6 +97,13 @@ constexpr auto kFieldsOf<ResourceDeleted> = std::tuple{
     Bind{&ResourceDeleted::provider_id, &E::provider_id},
     Bind{&ResourceDeleted::reason, &E::reason},
     Bind{&ResourceDeleted::deferred, &E::deferred},
+};
+template <>
+constexpr auto kFieldsOf<ResourceLost> = std::tuple{
+    Bind{&ResourceLost::resource_id, &E::resource_id},
+    Bind{&ResourceLost::provider_name, &E::provider_name},
+    Bind{&ResourceLost::provider_id, &E::provider_id},
+    Bind{&ResourceLost::reason, &E::reason},
 };
 template <>
 constexpr auto kFieldsOf<InstanceCreated> =

@@ -59,6 +59,10 @@ struct OperationParams : OperationIds {
   std::string spec;
   bool deferred = false;
   bool force = false;
+  // recover_lost_resource (SPEC §8): the lost provider and why ("provider_expired" |
+  // "provider_deleted").
+  std::string provider_id;
+  std::string reason;
   bool operator==(const OperationParams&) const = default;
 };
 
@@ -101,6 +105,16 @@ struct ResourceDeleted : InstanceEnvelope {
   std::string reason;
   bool deferred = false;
   bool operator==(const ResourceDeleted&) const = default;
+};
+
+// SPEC §8: the provider the resource lives on expired or was force-deleted.
+struct ResourceLost : InstanceEnvelope {
+  static constexpr const char* kType = event_type::kResourceLost;
+  std::string resource_id;
+  std::string provider_name;
+  std::string provider_id;
+  std::string reason;  // "provider_expired" | "provider_deleted"
+  bool operator==(const ResourceLost&) const = default;
 };
 
 // An SP instance and the provider it lives on.
@@ -192,7 +206,7 @@ struct CatalogItemInstanceDeleted : InstanceEnvelope {
 // Every instance event type, in the catalogue order of kInstanceEventTypes.
 using InstanceFact =
     std::variant<OperationRequested, OperationStarted, OperationCompleted, OperationFailed,
-                 ResourcePlaced, ResourceDeleted, InstanceCreated, InstanceCreateFailed,
+                 ResourcePlaced, ResourceDeleted, ResourceLost, InstanceCreated, InstanceCreateFailed,
                  InstanceDeleted, InstanceDeleteFailed, CleanupEnqueued, CleanupParked,
                  CleanupAttempted, CleanupFailed, CleanupRetried, CatalogItemInstanceCreated,
                  CatalogItemInstanceRehydrated, CatalogItemInstanceDeleted>;

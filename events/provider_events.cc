@@ -8,9 +8,8 @@
 #include "src/common/uuid.h"
 
 namespace dcm {
-namespace {
 
-const char* OutcomeType(OutcomeKind kind) {
+const char* ProviderOutcomeType(OutcomeKind kind) {
   switch (kind) {
     case OutcomeKind::kRegistered:
       return event_type::kRegistered;
@@ -20,15 +19,19 @@ const char* OutcomeType(OutcomeKind kind) {
       return event_type::kIdChanged;
     case OutcomeKind::kDeleted:
       return event_type::kDeleted;
+    case OutcomeKind::kExpired:
+      return event_type::kExpired;
     case OutcomeKind::kRejected:
       return event_type::kRejected;
   }
   return "";
 }
 
+namespace {
+
 Result<RequestKind> ParseRequestKind(std::string_view text) {
   for (auto kind : {RequestKind::kRegister, RequestKind::kUpdate, RequestKind::kChangeId,
-                    RequestKind::kDelete}) {
+                    RequestKind::kDelete, RequestKind::kExpire}) {
     if (text == RequestKindName(kind)) return kind;
   }
   return MakeError(ErrorCode::kCorruption, "unknown request_type '" + std::string(text) + "'");
@@ -58,6 +61,21 @@ Status ReadIdField(simdjson::dom::object data, std::string_view key, std::string
   return OkStatus();
 }
 
+// Reads an integer field of a request; a non-integer is a validation error.
+Status ReadInt(simdjson::dom::object data, std::string_view key, int64_t* out, bool required) {
+  auto value = Member(data, key);
+  if (!value || value->is_null()) {
+    if (!required) return OkStatus();
+    return MakeError(ErrorCode::kInvalidArgument, std::string(key) + " is required",
+                     {{std::string(key), "is required"}});
+  }
+  if (value->get(*out)) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(key) + " must be an integer",
+                     {{std::string(key), "must be an integer"}});
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::optional<RequestKind> RequestKindOfType(std::string_view type) {
@@ -65,6 +83,7 @@ std::optional<RequestKind> RequestKindOfType(std::string_view type) {
   if (type == event_type::kUpdateRequested) return RequestKind::kUpdate;
   if (type == event_type::kIdChangeRequested) return RequestKind::kChangeId;
   if (type == event_type::kDeletionRequested) return RequestKind::kDelete;
+  if (type == event_type::kExpiryRequested) return RequestKind::kExpire;
   return std::nullopt;
 }
 
@@ -78,6 +97,8 @@ const char* RequestKindName(RequestKind kind) {
       return "change_id";
     case RequestKind::kDelete:
       return "delete";
+    case RequestKind::kExpire:
+      return "expire";
   }
   return "";
 }
@@ -85,7 +106,7 @@ const char* RequestKindName(RequestKind kind) {
 bool IsProviderOutcomeType(std::string_view type) {
   return type == event_type::kRegistered || type == event_type::kUpdated ||
          type == event_type::kIdChanged || type == event_type::kDeleted ||
-         type == event_type::kRejected;
+         type == event_type::kExpired || type == event_type::kRejected;
 }
 
 std::string OutcomeEventId(const std::string& request_id) {
@@ -126,6 +147,14 @@ CloudEvent EncodeProviderRequest(const ProviderRequest& r, const std::string& so
       e.subject = r.id;
       w.Field("id", r.id);
       w.Field("force", r.force);
+      break;
+    case RequestKind::kExpire:
+      e.type = event_type::kExpiryRequested;
+      e.subject = r.id;
+      w.Field("id", r.id);
+      w.Field("registration_seq", r.registration_seq);
+      if (!r.last_heartbeat_time.empty()) w.Field("last_heartbeat_time", r.last_heartbeat_time);
+      w.Field("gc_after_ms", r.gc_after_ms);
       break;
   }
   if (r.owner_scoped) w.Field("owner_scoped", true);
@@ -175,6 +204,13 @@ Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event, const Pro
       }
       break;
     }
+    case RequestKind::kExpire: {
+      RETURN_IF_ERROR(ReadIdField(data, "id", &r.id, /*required=*/true));
+      RETURN_IF_ERROR(ReadInt(data, "registration_seq", &r.registration_seq, /*required=*/true));
+      RETURN_IF_ERROR(ReadInt(data, "gc_after_ms", &r.gc_after_ms, /*required=*/false));
+      r.last_heartbeat_time = StringMember(data, "last_heartbeat_time");
+      break;
+    }
   }
   return r;
 }
@@ -206,7 +242,7 @@ CloudEvent EncodeProviderOutcome(const ProviderOutcome& outcome, const std::stri
   CloudEvent e;
   e.id = OutcomeEventId(o.request_id);
   e.source = source;
-  e.type = OutcomeType(o.kind);
+  e.type = ProviderOutcomeType(o.kind);
   e.time = FormatRfc3339Millis(now_millis);
   e.schema_version = kProviderEventSchemaVersion;
   e.actor = o.actor;
@@ -245,6 +281,10 @@ CloudEvent EncodeProviderOutcome(const ProviderOutcome& outcome, const std::stri
   } else {
     e.subject = o.kind == OutcomeKind::kIdChanged ? o.old_id : o.provider.id;
     if (o.kind == OutcomeKind::kIdChanged) w.Field("old_id", o.old_id);
+    if (o.kind == OutcomeKind::kExpired) {
+      w.Field("reason", o.reason);
+      if (!o.last_heartbeat_time.empty()) w.Field("last_heartbeat_time", o.last_heartbeat_time);
+    }
     w.Key("provider");
     WriteProvider(w, o.provider);
   }
@@ -264,6 +304,8 @@ Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event) {
     o.kind = OutcomeKind::kIdChanged;
   else if (event.type == event_type::kDeleted)
     o.kind = OutcomeKind::kDeleted;
+  else if (event.type == event_type::kExpired)
+    o.kind = OutcomeKind::kExpired;
   else if (event.type == event_type::kRejected)
     o.kind = OutcomeKind::kRejected;
   else
@@ -304,6 +346,10 @@ Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event) {
   if (o.kind == OutcomeKind::kIdChanged) {
     o.old_id = StringMember(data, "old_id");
     if (o.old_id.empty()) return MakeError(ErrorCode::kCorruption, "id_changed has no old_id");
+  }
+  if (o.kind == OutcomeKind::kExpired) {
+    o.reason = StringMember(data, "reason");
+    o.last_heartbeat_time = StringMember(data, "last_heartbeat_time");
   }
   return o;
 }

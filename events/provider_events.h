@@ -5,7 +5,8 @@
 //                       update_requested            │ one registrar decides, in total order
 //                       id_change_requested         ▼
 //                       deletion_requested      dcm.providers ◀── registered | updated |
-//                                                                 id_changed | deleted | rejected
+//   prober (GC) ───────expiry_requested                            id_changed | deleted |
+//                                                                  expired | rejected
 // Every outcome carries the request's event id (`request_id`) and the registrar's decision
 // sequence `seq` (the request's offset), which makes applying it idempotent and order-safe.
 #pragma once
@@ -26,18 +27,23 @@ inline constexpr char kRegistrationRequested[] = "dcm.provider.registration_requ
 inline constexpr char kUpdateRequested[] = "dcm.provider.update_requested";
 inline constexpr char kIdChangeRequested[] = "dcm.provider.id_change_requested";
 inline constexpr char kDeletionRequested[] = "dcm.provider.deletion_requested";
+inline constexpr char kExpiryRequested[] = "dcm.provider.expiry_requested";
 inline constexpr char kRegistered[] = "dcm.provider.registered";
 inline constexpr char kUpdated[] = "dcm.provider.updated";
 inline constexpr char kIdChanged[] = "dcm.provider.id_changed";
 inline constexpr char kDeleted[] = "dcm.provider.deleted";
+inline constexpr char kExpired[] = "dcm.provider.expired";
 inline constexpr char kRejected[] = "dcm.provider.rejected";
 }  // namespace event_type
 
 // The newest `schemaversion` of each provider event's data. Decoders accept 1..current.
 inline constexpr int kProviderEventSchemaVersion = 1;
 
-enum class RequestKind { kRegister, kUpdate, kChangeId, kDelete };
-const char* RequestKindName(RequestKind kind);  // "register", "update", "change_id", "delete"
+// kExpire: garbage collection of a heartbeat provider (SPEC §8, PROVIDER_GC_AFTER), asked by the
+// prober that owns it; never from HTTP.
+enum class RequestKind { kRegister, kUpdate, kChangeId, kDelete, kExpire };
+// "register", "update", "change_id", "delete", "expire"
+const char* RequestKindName(RequestKind kind);
 // The kind a request event type names, or nullopt for any other type.
 std::optional<RequestKind> RequestKindOfType(std::string_view type);
 
@@ -48,6 +54,11 @@ struct ProviderRequest {
   ProviderSpec spec;         // register, update
   std::string new_id;        // change_id
   bool force = false;        // delete
+  // expire: the provider's registration `seq` the expiry is about (a provider registered or
+  // updated since is not expired: 409), its last heartbeat and PROVIDER_GC_AFTER, for the record.
+  int64_t registration_seq = 0;
+  std::string last_heartbeat_time;
+  int64_t gc_after_ms = 0;
   std::string requested_by;  // the request event's source
   // Who asks (the request event's `actor`, SPEC §6). A new provider is owned by it.
   std::string actor;
@@ -65,7 +76,7 @@ CloudEvent EncodeProviderRequest(const ProviderRequest& request, const std::stri
 // kInvalidArgument (with fields): a request whose data fails validation (reject it, 400).
 Result<ProviderRequest> DecodeProviderRequest(const CloudEvent& event, const ProviderRules& rules);
 
-enum class OutcomeKind { kRegistered, kUpdated, kIdChanged, kDeleted, kRejected };
+enum class OutcomeKind { kRegistered, kUpdated, kIdChanged, kDeleted, kExpired, kRejected };
 
 struct ConflictRef {
   std::string id;
@@ -77,8 +88,11 @@ struct ProviderOutcome {
   OutcomeKind kind = OutcomeKind::kRejected;
   std::string request_id;
   int64_t seq = 0;
-  Provider provider;  // registered, updated, id_changed: the state after; deleted: the state before
+  Provider provider;  // registered, updated, id_changed: the state after; deleted, expired: before
   std::string old_id;  // id_changed
+  // expired: why (SPEC §8: its history says why), and the last heartbeat it is timed from.
+  std::string reason;
+  std::string last_heartbeat_time;
   // rejected:
   RequestKind request_kind = RequestKind::kRegister;
   int status = 0;  // the HTTP status the request gets: 400, 404, 409
@@ -108,5 +122,7 @@ CloudEvent EncodeProviderOutcome(const ProviderOutcome& outcome, const std::stri
 Result<ProviderOutcome> DecodeProviderOutcome(const CloudEvent& event);
 
 bool IsProviderOutcomeType(std::string_view type);
+// The event type of an outcome kind ("dcm.provider.registered", ...).
+const char* ProviderOutcomeType(OutcomeKind kind);
 
 }  // namespace dcm

@@ -51,6 +51,11 @@ class Rules {
         return DeleteServiceTypeInstance();
       case Operation::kRetryCleanup:
         return RetryCleanup();
+      case Operation::kRecoverLostResource:
+        // The lost resource must still exist; with a new resource id it is rehydrated, with the
+        // same rules as a rehydration, else only marked LOST.
+        return OnResource(r_.new_resource_id.empty() ? Operation::kDeleteResource
+                                                     : Operation::kRehydrateResource);
     }
     return Failed(r_, 400, "invalid", "unknown operation");
   }

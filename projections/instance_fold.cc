@@ -143,6 +143,17 @@ class Fold {
     return OkStatus();
   }
 
+  // The resource stays (its cleanup or rehydration removes it), marked LOST.
+  Status Apply(const ResourceLost& e) {
+    RETURN_IF_ERROR(Require(e, e.resource_id, "resource_id"));
+    ASSIGN_OR_RETURN(auto resource, Get<Resource>(kResourceKey, e.resource_id, &DecodeResource));
+    if (!resource || resource->status == kLostStatus) return OkStatus();
+    resource->status = kLostStatus;
+    resource->update_time_ms = e.time_ms;
+    batch_.Put(Key(kResourceKey, e.resource_id), EncodeResource(*resource));
+    return OkStatus();
+  }
+
   Status Apply(const InstanceCreated& e) {
     RETURN_IF_ERROR(Require(e, e.instance_id, "instance_id"));
     const std::string key = Key(kInstanceKey, e.instance_id);

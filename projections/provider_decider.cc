@@ -107,6 +107,8 @@ Result<ProviderOutcome> ProviderDecider::Decide(const ProviderRequest& request, 
       return ChangeId(request, std::move(o), time_ms, batch);
     case RequestKind::kDelete:
       return Delete(request, std::move(o), inputs, batch);
+    case RequestKind::kExpire:
+      return Expire(request, std::move(o), batch);
   }
   return MakeError(ErrorCode::kInternal, "unknown request kind");
 }
@@ -228,6 +230,29 @@ Result<ProviderOutcome> ProviderDecider::Delete(const ProviderRequest& r, Provid
   }
   Remove(*existing, batch);
   o.kind = OutcomeKind::kDeleted;
+  o.provider = std::move(*existing);
+  return o;
+}
+
+// SPEC §8: PROVIDER_GC_AFTER without a heartbeat. The prober that asks cannot know of a
+// re-registration decided after it looked, so the request names the registration it saw.
+Result<ProviderOutcome> ProviderDecider::Expire(const ProviderRequest& r, ProviderOutcome o,
+                                                StoreBatch& batch) {
+  ASSIGN_OR_RETURN(auto existing, ById(r.id, batch));
+  if (!existing) return Rejected(std::move(o), 404, "provider '" + r.id + "' not found");
+  o.attempted_name = existing->spec.name;
+  if (existing->seq != r.registration_seq) {
+    return Rejected(std::move(o), 409,
+                    "provider '" + r.id + "' was registered or updated since (seq " +
+                        std::to_string(existing->seq) + ", expiry of seq " +
+                        std::to_string(r.registration_seq) + ")");
+  }
+  Remove(*existing, batch);
+  o.kind = OutcomeKind::kExpired;
+  o.reason = "no heartbeat since " +
+             (r.last_heartbeat_time.empty() ? std::string("registration") : r.last_heartbeat_time) +
+             " (PROVIDER_GC_AFTER " + std::to_string(r.gc_after_ms / 1000) + "s)";
+  o.last_heartbeat_time = r.last_heartbeat_time;
   o.provider = std::move(*existing);
   return o;
 }

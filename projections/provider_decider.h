@@ -24,6 +24,8 @@
 //     (an SP with the dcm-provider role) may re-register, update, change the id of or delete
 //     only a provider it owns: else 403. Checked after 404, before any 409.
 //   - live instances: a deletion without `force` of a provider that hosts live instances: 409.
+//   - expiry (SPEC §8 garbage collection): only of the registration the prober saw (its `seq`);
+//     one registered or updated since: 409. Its live instances go with it (marked LOST).
 //
 // Not thread-safe: one registrar thread owns it.
 #pragma once
@@ -85,6 +87,7 @@ class ProviderDecider {
                                    StoreBatch& batch);
   Result<ProviderOutcome> Delete(const ProviderRequest& r, ProviderOutcome o,
                                  const DecisionInputs& inputs, StoreBatch& batch);
+  Result<ProviderOutcome> Expire(const ProviderRequest& r, ProviderOutcome o, StoreBatch& batch);
 
   Store* store_;
 };

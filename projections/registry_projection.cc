@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "projections/page_token.h"
+#include "src/common/time_format.h"
 
 namespace dcm {
 namespace {
@@ -62,15 +63,19 @@ Status RegistryProjection::Upsert(const Provider& provider, StoreBatch& batch) {
   ASSIGN_OR_RETURN(int64_t current, CurrentSeq(provider.id, batch));
   if (provider.seq <= current) return OkStatus();  // a duplicate or an older decision
   batch.Put(Key(kProviderKey, provider.id), Header('P', provider.seq) + EncodeProvider(provider));
-  if (listener_) changes_.push_back({provider.id, provider});
+  if (!listeners_.empty()) changes_.push_back({provider.id, provider, "", "", 0});
   return OkStatus();
 }
 
-Status RegistryProjection::Tombstone(const std::string& id, int64_t seq, StoreBatch& batch) {
+Status RegistryProjection::Tombstone(const std::string& id, const ProviderOutcome& outcome,
+                                     int64_t time_ms, StoreBatch& batch) {
   ASSIGN_OR_RETURN(int64_t current, CurrentSeq(id, batch));
-  if (seq <= current) return OkStatus();
-  batch.Put(Key(kProviderKey, id), Header('T', seq));
-  if (listener_) changes_.push_back({id, std::nullopt});
+  if (outcome.seq <= current) return OkStatus();
+  batch.Put(Key(kProviderKey, id), Header('T', outcome.seq));
+  if (!listeners_.empty()) {
+    changes_.push_back(
+        {id, std::nullopt, ProviderOutcomeType(outcome.kind), outcome.request_id, time_ms});
+  }
   return OkStatus();
 }
 
@@ -102,17 +107,19 @@ Status RegistryProjection::ApplyOwn(const CloudEvent& event, const EventPosition
   }
   Provider& provider = outcome.provider;
   provider.seq = outcome.seq;
+  const int64_t time_ms = ParseRfc3339(event.time).value_or(0);
   switch (outcome.kind) {
     case OutcomeKind::kRegistered:
     case OutcomeKind::kUpdated:
       RETURN_IF_ERROR(Upsert(provider, batch));
       break;
     case OutcomeKind::kIdChanged:
-      RETURN_IF_ERROR(Tombstone(outcome.old_id, outcome.seq, batch));
+      RETURN_IF_ERROR(Tombstone(outcome.old_id, outcome, time_ms, batch));
       RETURN_IF_ERROR(Upsert(provider, batch));
       break;
     case OutcomeKind::kDeleted:
-      RETURN_IF_ERROR(Tombstone(provider.id, outcome.seq, batch));
+    case OutcomeKind::kExpired:
+      RETURN_IF_ERROR(Tombstone(provider.id, outcome, time_ms, batch));
       break;
     case OutcomeKind::kRejected:
       break;
@@ -133,7 +140,9 @@ void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
   }
   applied_request_ids_.clear();
   applied_at_.clear();
-  if (listener_ && !changes_.empty()) listener_(changes_);
+  if (!changes_.empty()) {
+    for (const auto& listener : listeners_) listener(changes_);
+  }
   changes_.clear();
 }
 

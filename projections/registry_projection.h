@@ -41,6 +41,11 @@ namespace dcm {
 struct ProviderChange {
   std::string id;
   std::optional<Provider> provider;
+  // A removal: the outcome that removed it (dcm.provider.deleted / .expired / .id_changed) and
+  // its request id; empty for an upsert.
+  std::string removed_by;
+  std::string request_id;
+  int64_t removed_at_ms = 0;  // the removal's time (its outcome event's)
 };
 
 class RegistryProjection final : public Projection {
@@ -68,14 +73,15 @@ class RegistryProjection final : public Projection {
   // completed, no change reported; the runner applies those outcomes when it reads them).
   void Abandoned();
   // Called after each committed batch that changed providers, on the runner's thread or the
-  // registrar's (ApplyOwn), with LockBatch held: it must not call back into the projection. Set
-  // before the runner starts.
-  void SetChangeListener(ChangeListener listener) { listener_ = std::move(listener); }
+  // registrar's (ApplyOwn), with LockBatch held: it must not call back into the projection. Added
+  // before the runner starts (the prober, the provider-loss watcher).
+  void AddChangeListener(ChangeListener listener) { listeners_.push_back(std::move(listener)); }
 
  private:
   Result<int64_t> CurrentSeq(const std::string& id, const StoreBatch& batch) const;
   Status Upsert(const Provider& provider, StoreBatch& batch);
-  Status Tombstone(const std::string& id, int64_t seq, StoreBatch& batch);
+  Status Tombstone(const std::string& id, const ProviderOutcome& outcome, int64_t time_ms,
+                   StoreBatch& batch);
 
   // True (and forgets it) if the registrar applied the outcome at `partition`/`offset`; forgets
   // the partition's older marks too, which the runner has passed. Under batch_mu_.
@@ -88,7 +94,7 @@ class RegistryProjection final : public Projection {
   AppliedCounters applied_;
   std::vector<std::string> applied_request_ids_;  // of the batch in progress, in order
   std::vector<OutcomePosition> applied_at_;       // where each of those outcomes is
-  ChangeListener listener_;
+  std::vector<ChangeListener> listeners_;
   std::vector<ProviderChange> changes_;  // of the batch in progress
 };
 

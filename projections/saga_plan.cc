@@ -92,6 +92,22 @@ std::vector<SagaStep> RehydratePlan(const InstanceEvent& s) {
   return plan;
 }
 
+// SPEC §8: record the loss, then (REHYDRATE_ON_PROVIDER_LOSS: a new resource id) rehydrate it;
+// the lost resource waits in the cleanup queue for its provider to come back.
+std::vector<SagaStep> RecoverLostPlan(const InstanceEvent& s) {
+  ResourceLost lost;
+  lost.resource_id = s.resource_id;
+  lost.provider_name = s.provider_name;
+  lost.provider_id = s.provider_id;
+  lost.reason = s.reason;
+  std::vector<SagaStep> plan = {Record(std::move(lost))};
+  if (s.new_resource_id.empty()) return plan;
+  auto rehydrate = RehydratePlan(s);
+  plan.insert(plan.end(), std::make_move_iterator(rehydrate.begin()),
+              std::make_move_iterator(rehydrate.end()));
+  return plan;
+}
+
 }  // namespace
 
 bool SagaStep::DoneIn(const Saga& saga) const {
@@ -125,6 +141,8 @@ std::vector<SagaStep> PlanSaga(const InstanceEvent& s) {
       retried.instance_id = s.instance_id;
       return {Record(std::move(retried))};
     }
+    case Operation::kRecoverLostResource:
+      return RecoverLostPlan(s);
   }
   return {};
 }
@@ -147,6 +165,12 @@ OperationCompleted CompletionOf(const Saga& saga) {
       result.resource_id = s.resource_id;
       result.catalog_item_instance_id = s.catalog_item_instance_id;
       break;
+    case Operation::kRecoverLostResource:
+      if (s.new_resource_id.empty()) {
+        result.resource_id = s.resource_id;
+        break;
+      }
+      [[fallthrough]];
     case Operation::kRehydrateCatalogItemInstance:
     case Operation::kRehydrateResource:
       result.resource_id = s.new_resource_id;

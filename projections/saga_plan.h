@@ -14,6 +14,7 @@
 //   create service-type instance: check the named provider ─▶ create(instance) ─▶ complete
 //   delete service-type instance: delete(instance, direct, or deferred) ─▶ complete
 //   retry cleanup: record cleanup.retried ─▶ complete
+//   recover lost resource (SPEC §8): record resource.lost ─▶ [the rehydration's steps] ─▶ complete
 //
 // Any step may end the operation in operation_failed instead (nothing is deleted or queued
 // before the new resource is created). Pure: no I/O.

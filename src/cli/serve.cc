@@ -42,6 +42,7 @@ struct ServeFlags {
   std::string health_events_retention = "168h";  // SPEC §7
   std::string heartbeat_timeout = "12s";         // SPEC §8
   std::string heartbeat_record_every = "1m";
+  std::string provider_gc_after = "0";  // off
   // Instances (SPEC §2, §3.3).
   std::string operation_timeout = "30s";
   std::string cleanup_interval = "1m";
@@ -84,6 +85,8 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
         std::tuple{&flags.heartbeat_timeout, &config.health.heartbeat_timeout, "HEARTBEAT_TIMEOUT"},
         std::tuple{&flags.heartbeat_record_every, &config.health.heartbeat_record_every,
                    "HEARTBEAT_RECORD_EVERY"},
+        std::tuple{&flags.provider_gc_after, &config.health.provider_gc_after,
+                   "PROVIDER_GC_AFTER"},
         std::tuple{&flags.operation_timeout, &settings.operation_timeout, "--operation-timeout"},
         std::tuple{&flags.cleanup_interval, &config.instances.cleanup_interval, "CLEANUP_INTERVAL"},
         std::tuple{&flags.policy_timeout, &config.instances.policy_timeout, "--policy-timeout"},
@@ -358,6 +361,13 @@ void RegisterHeartbeatFlags(CLI::App* cmd, ServeFlags& flags) {
                   "At least one 'still beating' event per heartbeat provider this often")
       ->envname("HEARTBEAT_RECORD_EVERY")
       ->capture_default_str();
+  cmd->add_option("--provider-gc-after", flags.provider_gc_after,
+                  "Remove a heartbeat provider silent this long (dcm.provider.expired); 0: never")
+      ->envname("PROVIDER_GC_AFTER")
+      ->capture_default_str();
+  cmd->add_flag("--rehydrate-on-provider-loss", flags.config.instances.rehydrate_on_provider_loss,
+                "Rehydrate the resources of an expired or force-deleted provider elsewhere")
+      ->envname("REHYDRATE_ON_PROVIDER_LOSS");
 }
 
 // Active health probing (SPEC §2, §3.2).

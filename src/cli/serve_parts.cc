@@ -261,7 +261,9 @@ void AddProber(ServeParts& parts) {
   options.group_id = config.topics.prefix + "prober";
   options.source = "dcm/prober/" + config.instance_id;
   options.health = config.health;
-  options.heartbeat = {config.health.heartbeat_timeout, config.health.heartbeat_record_every};
+  options.heartbeat = {config.health.heartbeat_timeout, config.health.heartbeat_record_every,
+                       config.health.provider_gc_after};
+  options.requests_topic = config.topics.ProviderRequests();
   options.kafka = parts.kafka;
   options.applied = &parts.applied_offsets;
   parts.prober = std::make_unique<Prober>(options, parts.store.get(), &parts.views->registry,
@@ -269,7 +271,7 @@ void AddProber(ServeParts& parts) {
                                           parts.health_producer.get(), &parts.metrics,
                                           &SystemClock::Instance());
   parts.projections.Find<RegistryProjection>(RegistryProjection::kName)
-      ->SetChangeListener([p = parts.prober.get()](const std::vector<ProviderChange>& changes) {
+      ->AddChangeListener([p = parts.prober.get()](const std::vector<ProviderChange>& changes) {
         p->OnProvidersChanged(changes);
       });
   parts.components.Add({.name = "prober",
@@ -350,6 +352,26 @@ Status AddCommandBuses(ServeParts& parts) {
       &SystemClock::Instance(), &parts.metrics, request_partitions);
   parts.commands->TrackAcknowledged(parts.read_barrier.get());
   parts.instance_commands->TrackAcknowledged(parts.read_barrier.get());
+  return OkStatus();
+}
+
+// A provider that expires or is force-deleted takes its live resources with it (SPEC §8): every
+// instance asks for their recovery (the listener is added before the registry runner starts).
+Status AddProviderLoss(ServeParts& parts) {
+  const Config& config = parts.config;
+  ProviderLossOptions options;
+  options.requests_topic = config.topics.InstanceRequests();
+  ASSIGN_OR_RETURN(options.partitions,
+                   TopicPartitionCount(parts.producer->handle(), options.requests_topic, 10000));
+  options.rehydrate = config.instances.rehydrate_on_provider_loss;
+  options.source = "dcm/provider-loss/" + config.instance_id;
+  parts.provider_loss =
+      std::make_unique<ProviderLoss>(options, &parts.views->instances, parts.producer.get(),
+                                     &parts.metrics, &SystemClock::Instance());
+  parts.projections.Find<RegistryProjection>(RegistryProjection::kName)
+      ->AddChangeListener([p = parts.provider_loss.get()](const std::vector<ProviderChange>& c) {
+        p->OnChanged(c);
+      });
   return OkStatus();
 }
 
@@ -480,6 +502,7 @@ Status BuildServeParts(ServeParts& parts) {
   AddReadBarrier(parts);
   AddKafkaMonitor(parts);
   RETURN_IF_ERROR(AddCommandBuses(parts));
+  RETURN_IF_ERROR(AddProviderLoss(parts));
   RETURN_IF_ERROR(AddHeavyReads(parts));
   return AddHttpServer(parts);
 }

@@ -34,6 +34,7 @@
 #include "consumers/kafka_monitor.h"
 #include "consumers/mock_cluster.h"
 #include "consumers/prober.h"
+#include "consumers/provider_loss.h"
 #include "consumers/projection_runner.h"
 #include "consumers/registrar.h"
 #include "projections/applied_offsets.h"
@@ -105,6 +106,7 @@ struct ServeParts {
   std::unique_ptr<InstanceWorker> worker;
   std::unique_ptr<Registrar> registrar;
   std::unique_ptr<Prober> prober;
+  std::unique_ptr<ProviderLoss> provider_loss;
   std::unique_ptr<ReadBarrier> read_barrier;  // SPEC §7: what reads wait for
   std::unique_ptr<http::ConsistentReads> consistent_reads;
   std::unique_ptr<KafkaMonitor> kafka_monitor;

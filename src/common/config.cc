@@ -155,6 +155,10 @@ Status ValidateConfig(const Config& c) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "HEARTBEAT_TIMEOUT and HEARTBEAT_RECORD_EVERY must be at least 1s");
   }
+  if (h.provider_gc_after.count() != 0 && h.provider_gc_after < h.heartbeat_timeout) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "PROVIDER_GC_AFTER must be 0 (off) or at least HEARTBEAT_TIMEOUT");
+  }
   if (h.max_in_flight < 1 || h.max_tls_handshakes < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "probe concurrency limits must be >= 1");
   }

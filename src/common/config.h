@@ -66,6 +66,9 @@ struct HealthCheckConfig {
   std::chrono::milliseconds heartbeat_timeout{12000};
   // At least one "still beating" record per provider per this (HEARTBEAT_RECORD_EVERY).
   std::chrono::milliseconds heartbeat_record_every{60000};
+  // A heartbeat provider silent this long is removed (dcm.provider.expired); 0: never
+  // (PROVIDER_GC_AFTER, default off). At least HEARTBEAT_TIMEOUT.
+  std::chrono::milliseconds provider_gc_after{0};
 };
 
 // Instances, placement and deferred cleanup (SPEC §2, §3.3).
@@ -84,6 +87,9 @@ struct InstanceConfig {
   std::chrono::milliseconds sp_timeout{10000};
   // Operations and cleanup attempts running at once (each blocks a thread on an SP call).
   int worker_threads = 32;
+  // Resources LOST with their provider (expired or force-deleted) are rehydrated onto another
+  // provider (REHYDRATE_ON_PROVIDER_LOSS, SPEC §8); off: they are only marked LOST.
+  bool rehydrate_on_provider_loss = false;
 };
 
 // The trust boundary (SPEC §6): who may call the API, over what, and where the control plane

@@ -54,6 +54,7 @@ HttpResponse RenderOutcome(const ApiContext& ctx, const ProviderOutcome& o) {
     case OutcomeKind::kIdChanged:
       return Json(200, Render(ctx, o.provider));
     case OutcomeKind::kDeleted:
+    case OutcomeKind::kExpired:
       return HttpResponse{204, "", "", {}};
     case OutcomeKind::kRejected:
       return Problem(o.status, o.detail, o.errors, o.conflict);

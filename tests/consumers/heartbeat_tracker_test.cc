@@ -215,5 +215,31 @@ TEST_F(HeartbeatTrackerTest, ANeverBeatingProviderStaysPendingAndNeverExpires) {
   EXPECT_FALSE(tracker_.Beat("unknown", BeatResult::kHealthy, kT0, kNoProjection, "x"));
 }
 
+TEST(HeartbeatTrackerGcTest, AnExpiredProviderIsDueForGcAfterItsLastBeatOncePerRegistration) {
+  HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000),
+                                            /*gc_after=*/milliseconds(20000)});
+  tracker.Upsert("edge-1", 7, kNoProjection);
+  ASSERT_TRUE(tracker.Beat("edge-1", BeatResult::kHealthy, kT0, kNoProjection, "b1"));
+  EXPECT_TRUE(tracker.GcDue(kT0 + 30000).empty()) << "not expired yet: never collected";
+  ASSERT_TRUE(tracker.Expire("edge-1", kT0 + 12000, kNoProjection, "x").has_value());
+  EXPECT_TRUE(tracker.GcDue(kT0 + 19999).empty());
+  auto due = tracker.GcDue(kT0 + 20000);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].id, "edge-1");
+  EXPECT_EQ(due[0].registration_seq, 7);
+  EXPECT_EQ(due[0].last_beat_ms, kT0);
+  EXPECT_TRUE(tracker.GcDue(kT0 + 25000).empty()) << "asked once per registration";
+  tracker.Upsert("edge-1", 9, kNoProjection);  // registered again, then silent again
+  ASSERT_EQ(tracker.GcDue(kT0 + 26000).size(), 1u);
+}
+
+TEST(HeartbeatTrackerGcTest, NothingIsCollectedWhenGcIsOff) {
+  HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000)});
+  tracker.Upsert("edge-1", 1, kNoProjection);
+  ASSERT_TRUE(tracker.Beat("edge-1", BeatResult::kHealthy, kT0, kNoProjection, "b1"));
+  ASSERT_TRUE(tracker.Expire("edge-1", kT0 + 12000, kNoProjection, "x").has_value());
+  EXPECT_TRUE(tracker.GcDue(kT0 + 86400000).empty());
+}
+
 }  // namespace
 }  // namespace dcm

@@ -63,10 +63,7 @@ std::string Minified(const std::string& json) {
   return parsed ? Minify(*parsed) : "";
 }
 
-bool IsRequestType(std::string_view type) {
-  return type == event_type::kRegistrationRequested || type == event_type::kUpdateRequested ||
-         type == event_type::kIdChangeRequested || type == event_type::kDeletionRequested;
-}
+bool IsRequestType(std::string_view type) { return RequestKindOfType(type).has_value(); }
 
 bool IsStatusType(std::string_view type) { return type.starts_with(event_type::kStatusPrefix); }
 
@@ -86,6 +83,9 @@ void ExpectSameRequest(const ProviderRequest& a, const ProviderRequest& b) {
   EXPECT_EQ(a.spec, b.spec);
   EXPECT_EQ(a.new_id, b.new_id);
   EXPECT_EQ(a.force, b.force);
+  EXPECT_EQ(a.registration_seq, b.registration_seq);
+  EXPECT_EQ(a.last_heartbeat_time, b.last_heartbeat_time);
+  EXPECT_EQ(a.gc_after_ms, b.gc_after_ms);
   EXPECT_EQ(a.requested_by, b.requested_by);
 }
 
@@ -313,8 +313,9 @@ TEST(GoldenTest, EveryProviderEventTypeHasAGolden) {
   }
   for (const char* type :
        {event_type::kRegistrationRequested, event_type::kUpdateRequested,
-        event_type::kIdChangeRequested, event_type::kDeletionRequested, event_type::kRegistered,
-        event_type::kUpdated, event_type::kIdChanged, event_type::kDeleted, event_type::kRejected,
+        event_type::kIdChangeRequested, event_type::kDeletionRequested,
+        event_type::kExpiryRequested, event_type::kRegistered, event_type::kUpdated,
+        event_type::kIdChanged, event_type::kDeleted, event_type::kExpired, event_type::kRejected,
         event_type::kHealthProbed, event_type::kHealthChanged, event_type::kHeartbeatRecorded}) {
     EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
   }

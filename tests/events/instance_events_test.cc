@@ -56,6 +56,11 @@ InstanceEvent Sample(const std::string& type) {
   } else if (type == event_type::kResourceDeleted) {
     e.resource_id = kResource;
     e.deferred = true;
+  } else if (type == event_type::kResourceLost) {
+    e.resource_id = kResource;
+    e.provider_name = "sim-vm-0";
+    e.provider_id = kProviderId;
+    e.reason = "provider_expired";
   } else if (type == event_type::kInstanceCreated) {
     e.instance_id = kResource;
     e.provider_name = "sim-vm-0";
@@ -195,6 +200,9 @@ std::vector<std::string> RequiredFields(const std::string& type) {
         "request_id root resource_id provider_name provider_id service_type intent spec policy");
   }
   if (type == event_type::kResourceDeleted) return SplitWords("root resource_id");
+  if (type == event_type::kResourceLost) {
+    return SplitWords("request_id root resource_id provider_name provider_id reason");
+  }
   if (type == event_type::kInstanceCreated) {
     return SplitWords(
         "request_id root instance_id provider_name provider_id service_type spec status");

@@ -240,6 +240,8 @@ class FakeInstanceBus final : public CommandBus {
         terminal->resource_id = r.new_resource_id;
         break;
       }
+      case Operation::kRecoverLostResource:  // never asked over HTTP
+        return MakeError(ErrorCode::kInternal, "not an HTTP operation");
       case Operation::kCreateServiceTypeInstance: {
         InstanceEvent created = Fact(r, event_type::kInstanceCreated);
         created.instance_id = r.instance_id;

@@ -329,7 +329,7 @@ struct Instance {
     po.applied = &applied;
     prober = std::make_unique<Prober>(po, store.get(), registry_view.get(), health_view.get(),
                                       &checker, producer.get(), &metrics, &SystemClock::Instance());
-    registry->SetChangeListener([p = prober.get()](const std::vector<ProviderChange>& changes) {
+    registry->AddChangeListener([p = prober.get()](const std::vector<ProviderChange>& changes) {
       p->OnProvidersChanged(changes);
     });
     RegistrarOptions ro;

@@ -285,7 +285,7 @@ TEST(RegistryProjectionTest, OutcomesTheRegistrarAppliedAheadAreSkippedByTheRunn
   Registry ahead("/mem/ahead");
   std::vector<std::string> completed;
   std::vector<std::string> heard;
-  ahead.projection_.SetChangeListener([&](const std::vector<ProviderChange>& changes) {
+  ahead.projection_.AddChangeListener([&](const std::vector<ProviderChange>& changes) {
     for (const auto& c : changes) heard.push_back(c.id);
   });
   for (const char* id : {"req-2", "req-3"}) {
@@ -317,7 +317,7 @@ TEST(RegistryProjectionTest, AnAbandonedRegistrarBatchLeavesTheRunnerToAnswerIts
                                           Registered("id-b", "sp-b", 2)};
   Registry r("/mem/abandoned");
   std::vector<std::string> completed, heard;
-  r.projection_.SetChangeListener([&](const std::vector<ProviderChange>& changes) {
+  r.projection_.AddChangeListener([&](const std::vector<ProviderChange>& changes) {
     for (const auto& c : changes) heard.push_back(c.id);
   });
   for (const char* id : {"req-1", "req-2"}) {
@@ -484,7 +484,7 @@ TEST_F(RegistryViewListTest, FiltersByTheCallersPredicate) {
 TEST(RegistryProjectionTest, ListenerHearsEffectiveChangesAfterCommit) {
   Registry r("/mem/listener");
   std::vector<ProviderChange> heard;
-  r.projection_.SetChangeListener([&](const std::vector<ProviderChange>& changes) {
+  r.projection_.AddChangeListener([&](const std::vector<ProviderChange>& changes) {
     heard.insert(heard.end(), changes.begin(), changes.end());
   });
   ASSERT_TRUE(r.Apply({Registered("id-1", "sp-1", 1, "vm")}));
