@@ -73,16 +73,16 @@ void CleanupWorker::RunCycle() {
   size_t submitted = 0;
   // Parking needs no SP call: its facts go out together and are acknowledged together.
   std::vector<FactEmitter::Sent> parked;
+  ProviderByName by_name(registry_);
   for (const auto& r : *records) {
     if (r.status == kCleanupFailedStatus) continue;
-    auto provider = registry_->Get(r.provider_id);
-    const bool known = provider && *provider;
+    std::optional<Provider> provider = ProviderOf(r, by_name);
     const HealthStatus health =
-        known ? ProviderHealth(*health_, **provider) : HealthStatus::kPending;
-    if (known && health == HealthStatus::kReady) {
-      submitted += Submit(r) ? 1 : 0;
+        provider ? ProviderHealth(*health_, *provider) : HealthStatus::kPending;
+    if (provider && health == HealthStatus::kReady) {
+      submitted += Submit(r, *provider) ? 1 : 0;
     } else if (r.status != kCleanupPendingProvider) {  // parked already: no retry burned
-      if (auto sent = Park(r, known, health)) parked.push_back(std::move(*sent));
+      if (auto sent = Park(r, provider.has_value(), health)) parked.push_back(std::move(*sent));
     }
   }
   for (auto& sent : parked) (void)emitter_->Acknowledged(std::move(sent));
@@ -103,14 +103,36 @@ std::optional<FactEmitter::Sent> CleanupWorker::Park(const CleanupRecord& r, boo
   return emitter_->EmitAsync(r.root, std::move(parked));
 }
 
-bool CleanupWorker::Submit(const CleanupRecord& r) {
+std::optional<Provider> CleanupWorker::ProviderOf(const CleanupRecord& r,
+                                                  ProviderByName& by_name) const {
+  if (auto by_id = registry_->Get(r.provider_id); by_id && *by_id) return std::move(**by_id);
+  return by_name.Find(r.provider_name);
+}
+
+std::optional<Provider> CleanupWorker::ProviderByName::Find(const std::string& name) {
+  if (!loaded_) {
+    loaded_ = true;
+    std::string token;
+    do {
+      auto page = registry_->List({}, token, 1000);
+      if (!page) break;  // unreadable: parked this cycle, tried again the next
+      for (auto& p : page->providers) providers_.emplace(p.spec.name, std::move(p));
+      token = std::move(page->next_page_token);
+    } while (!token.empty());
+  }
+  auto it = providers_.find(name);
+  if (it == providers_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool CleanupWorker::Submit(const CleanupRecord& r, const Provider& provider) {
   {
     std::lock_guard lock(mu_);
     if (!cleaning_.insert(r.instance_id).second) return false;
     ++tasks_;
   }
-  pool_->Submit([this, r] {
-    Attempt(r);
+  pool_->Submit([this, r, endpoint = provider.spec.endpoint] {
+    Attempt(r, endpoint);
     std::lock_guard lock(mu_);
     cleaning_.erase(r.instance_id);
     if (--tasks_ == 0) cv_.notify_all();
@@ -118,10 +140,8 @@ bool CleanupWorker::Submit(const CleanupRecord& r) {
   return true;
 }
 
-void CleanupWorker::Attempt(const CleanupRecord& r) {
-  auto provider = registry_->Get(r.provider_id);
-  if (!provider || !*provider) return;  // deregistered meanwhile: parked next cycle
-  auto reply = sp_->DeleteInstance((*provider)->spec.endpoint, r.instance_id);
+void CleanupWorker::Attempt(const CleanupRecord& r, const std::string& endpoint) {
+  auto reply = sp_->DeleteInstance(endpoint, r.instance_id);
   CleanupAttempted attempt;
   attempt.actor = kCleanupActor;
   attempt.instance_id = r.instance_id;

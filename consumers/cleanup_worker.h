@@ -7,6 +7,10 @@
 //      │                                                 (cleanup.failed; POST :retry ─▶ PENDING)
 //      └──provider not Ready──▶ PENDING_PROVIDER ──provider Ready again──▶ DELETE as above
 //
+// The record's provider is found by its id or, once that id is gone, by its name: a provider
+// garbage-collected or force-deleted (SPEC §8) and registered again gets a new id, and the
+// deletes its lost resources wait for reach it then.
+//
 // Its facts (actor dcm/cleanup) go through the FactEmitter, so only the owner of a record's
 // root acts on it. Thread-safety: Start/Stop from one thread; RunCycle from any (tests).
 #pragma once
@@ -18,6 +22,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "consumers/fact_emitter.h"
@@ -53,9 +58,22 @@ class CleanupWorker {
   void Loop();
   // Emits cleanup.parked for `r` (its provider is not Ready or not registered).
   std::optional<FactEmitter::Sent> Park(const CleanupRecord& r, bool known, HealthStatus health);
+  // The registry's providers by name, read once per cycle at the first record that needs it.
+  class ProviderByName {
+   public:
+    explicit ProviderByName(const RegistryView* registry) : registry_(registry) {}
+    std::optional<Provider> Find(const std::string& name);
+
+   private:
+    const RegistryView* registry_;
+    bool loaded_ = false;
+    std::unordered_map<std::string, Provider> providers_;
+  };
+  // The provider of `r`'s record: by id, else by name (registered again under a new id).
+  std::optional<Provider> ProviderOf(const CleanupRecord& r, ProviderByName& by_name) const;
   // Queues one DELETE attempt on the pool; false if one runs already for the record.
-  bool Submit(const CleanupRecord& r);
-  void Attempt(const CleanupRecord& r);
+  bool Submit(const CleanupRecord& r, const Provider& provider);
+  void Attempt(const CleanupRecord& r, const std::string& endpoint);
   void Alert(const CleanupRecord& r, const CleanupAttempted& attempt);
 
   CleanupOptions options_;

@@ -98,7 +98,7 @@ class HeartbeatTracker {
     int64_t last_recorded_ms = 0;
     int64_t record_seq = 0;  // seq of the last record produced here
     int64_t unrecorded = 0;  // beats folded since the last record
-    int64_t gc_asked_seq = 0;  // the registration GcDue returned it for
+    int64_t gc_asked_seq = -1;  // the registration GcDue returned it for (seqs start at 0)
   };
 
   static void Merge(Target& target, const std::optional<HealthRecord>& projected);

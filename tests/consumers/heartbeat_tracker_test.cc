@@ -218,7 +218,7 @@ TEST_F(HeartbeatTrackerTest, ANeverBeatingProviderStaysPendingAndNeverExpires) {
 TEST(HeartbeatTrackerGcTest, AnExpiredProviderIsDueForGcAfterItsLastBeatOncePerRegistration) {
   HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000),
                                             /*gc_after=*/milliseconds(20000)});
-  tracker.Upsert("edge-1", 7, kNoProjection);
+  tracker.Upsert("edge-1", 0, kNoProjection);  // the first decision of a log has seq 0
   ASSERT_TRUE(tracker.Beat("edge-1", BeatResult::kHealthy, kT0, kNoProjection, "b1"));
   EXPECT_TRUE(tracker.GcDue(kT0 + 30000).empty()) << "not expired yet: never collected";
   ASSERT_TRUE(tracker.Expire("edge-1", kT0 + 12000, kNoProjection, "x").has_value());
@@ -226,7 +226,7 @@ TEST(HeartbeatTrackerGcTest, AnExpiredProviderIsDueForGcAfterItsLastBeatOncePerR
   auto due = tracker.GcDue(kT0 + 20000);
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].id, "edge-1");
-  EXPECT_EQ(due[0].registration_seq, 7);
+  EXPECT_EQ(due[0].registration_seq, 0);
   EXPECT_EQ(due[0].last_beat_ms, kT0);
   EXPECT_TRUE(tracker.GcDue(kT0 + 25000).empty()) << "asked once per registration";
   tracker.Upsert("edge-1", 9, kNoProjection);  // registered again, then silent again
