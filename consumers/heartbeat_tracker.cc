@@ -27,6 +27,9 @@ void HeartbeatTracker::Upsert(const std::string& id, int64_t registration_seq,
   // The log's last beat: a takeover times expiry from it, and the next record is due one
   // HEARTBEAT_RECORD_EVERY after it.
   t.last_recorded_ms = t.record.last_beat_time_ms;
+  if (t.record.last_beat_time_ms > 0 && !Expired(t.record)) {
+    t.log_bound_ms = t.record.last_beat_time_ms + options_.record_every.count();
+  }
 }
 
 bool HeartbeatTracker::Remove(const std::string& id) { return targets_.erase(id) > 0; }
@@ -51,9 +54,14 @@ HeartbeatRecord HeartbeatTracker::NewRecord(const std::string& id, Target& t, Be
   return h;
 }
 
+std::optional<int64_t> HeartbeatTracker::Deadline(const Target& t) const {
+  if (t.record.last_beat_time_ms == 0 || Expired(t.record)) return std::nullopt;
+  return std::max(t.record.last_beat_time_ms, t.log_bound_ms) + options_.timeout.count();
+}
+
 bool HeartbeatTracker::ExpiryDue(const Target& t, int64_t now_ms) const {
-  const int64_t last_beat = t.record.last_beat_time_ms;
-  return last_beat > 0 && !Expired(t.record) && last_beat + options_.timeout.count() <= now_ms;
+  const auto deadline = Deadline(t);
+  return deadline && *deadline <= now_ms;
 }
 
 void HeartbeatTracker::MarkRecorded(Target& t, const HeartbeatRecord& h, int64_t now_ms) {
@@ -77,6 +85,7 @@ std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatRes
   const HealthStatus before = t.record.status;
   const std::string before_result = t.record.last_result;
   FoldResult folded = FoldHeartbeat(t.record, h);
+  t.log_bound_ms = 0;  // a beat of its own: the log's gaps no longer matter
   BeatOutcome out;
   if (!folded.applied) {  // a second beat within the same millisecond: nothing new
     out.health = t.record;
@@ -140,9 +149,8 @@ void HeartbeatTracker::Refresh(const std::string& id,
 std::optional<int64_t> HeartbeatTracker::NextDeadline() const {
   std::optional<int64_t> next;
   for (const auto& [id, t] : targets_) {
-    if (t.record.last_beat_time_ms == 0 || Expired(t.record)) continue;
-    const int64_t deadline = t.record.last_beat_time_ms + options_.timeout.count();
-    if (!next || deadline < *next) next = deadline;
+    const auto deadline = Deadline(t);
+    if (deadline && (!next || *deadline < *next)) next = deadline;
   }
   return next;
 }

@@ -4,6 +4,7 @@
 //
 //   Upsert ─▶ seeded from the provider's health record in the projection: the last beat the log
 //             knows of, so a taking-over instance times expiry from the log, not from joining
+//             (see "Expiry from the log" below)
 //   Beat   ─▶ the same fold the projection runs (FoldHeartbeat); a record to produce when the
 //             beat changes the state, after a re-registration, or when the last record is
 //             HEARTBEAT_RECORD_EVERY old; otherwise the beat is only counted (coalesced)
@@ -17,6 +18,15 @@
 // the owner adopts a projected record that knows a newer beat than it does. Providers without a
 // deadline (Unarmed: never beaten or expired here) are refreshed from the projection by the
 // Prober once per second, so a forwarded beat arms them.
+//
+// Expiry from the log. The previous owner records beats coalesced, so when it crashed it may have
+// taken beats newer than the log's last one, but each fewer than HEARTBEAT_RECORD_EVERY after a
+// beat the log holds (else it would have recorded it). So while a provider's last beat is known
+// only from the log (seeded, or forwarded: no beat taken by this tracker since it added it), it
+// expires at max(last beat, seeded beat + HEARTBEAT_RECORD_EVERY) + HEARTBEAT_TIMEOUT; once this
+// tracker takes a beat itself, at last beat + HEARTBEAT_TIMEOUT. A provider seeded as never
+// beaten or expired has no such bound: its next beat is a transition, always recorded. Cost: a
+// dead provider whose owner also went away expires up to HEARTBEAT_RECORD_EVERY late.
 // Not thread-safe: the Prober serialises calls.
 #pragma once
 
@@ -98,12 +108,22 @@ class HeartbeatTracker {
     int64_t last_recorded_ms = 0;
     int64_t record_seq = 0;  // seq of the last record produced here
     int64_t unrecorded = 0;  // beats folded since the last record
+<<<<<<< HEAD
     int64_t gc_asked_seq = -1;  // the registration GcDue returned it for (seqs start at 0)
+=======
+    // Until this tracker takes a beat itself: the seeded (logged) last beat +
+    // HEARTBEAT_RECORD_EVERY, before which the previous owner may have taken beats it did not
+    // record. 0: no such bound.
+    int64_t log_bound_ms = 0;
+>>>>>>> s11-hb-failover
   };
 
   static void Merge(Target& target, const std::optional<HealthRecord>& projected);
   static bool Expired(const HealthRecord& record);
-  // Whether `target` has beaten, is not expired yet, and its last beat is HEARTBEAT_TIMEOUT old.
+  // When `target` expires: its last beat, or its log bound if later, + HEARTBEAT_TIMEOUT;
+  // nullopt when it cannot (never beaten, or expired).
+  std::optional<int64_t> Deadline(const Target& target) const;
+  // Whether `target` has a deadline and it has passed.
   bool ExpiryDue(const Target& target, int64_t now_ms) const;
   // `h` is recorded at `now_ms`: the beats it stands for are no longer pending.
   static void MarkRecorded(Target& target, const HeartbeatRecord& h, int64_t now_ms);

@@ -64,6 +64,8 @@ Prober::Prober(ProberOptions options, const Store* store, const RegistryView* re
   owned_gauge_ = &metrics_->GetGauge("dcm_prober_providers", "Providers this instance probes");
   partitions_gauge_ =
       &metrics_->GetGauge("dcm_prober_partitions", "dcm.health partitions this instance owns");
+  heartbeat_gauge_ = &metrics_->GetGauge("dcm_heartbeat_providers",
+                                         "Heartbeat providers whose expiry this instance decides");
   changes_ = &metrics_->GetCounter("dcm_health_changes_total", "Provider health state changes");
   emit_failures_ = &metrics_->GetCounter("dcm_health_events_failed_total",
                                          "Health events the broker did not acknowledge");
@@ -197,7 +199,7 @@ void Prober::OnRevoked() {
     owned_.clear();
     scheduler_.Clear();
     tracker_.Clear();
-    owned_gauge_->Set(0);
+    SetOwnedGauges();
     partitions_gauge_->Set(0);
   }
   // Every health event this instance produced must be in Kafka before the next owner reads the
@@ -252,7 +254,7 @@ void Prober::Reconcile(const std::set<int32_t>& partitions) {
         tracker_.Remove(id);
       }
     }
-    owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
+    SetOwnedGauges();
   }
   for (const auto& id : forget) checker_->Forget(id);
   wake_.notify_one();
@@ -271,7 +273,7 @@ void Prober::OnProvidersChanged(const std::vector<ProviderChange>& changes) {
       if (!change.provider) {
         scheduler_.Remove(change.id);
         tracker_.Remove(change.id);
-        owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
+        SetOwnedGauges();
       }
     }
     if (!change.provider) {
@@ -285,7 +287,7 @@ void Prober::OnProvidersChanged(const std::vector<ProviderChange>& changes) {
       std::lock_guard lock(mu_);
       if (!Owns(change.id)) continue;  // revoked meanwhile
       url_changed = Track(*change.provider, record, true);
-      owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
+      SetOwnedGauges();
     }
     if (url_changed) checker_->Forget(change.id);
   }
@@ -386,6 +388,7 @@ Result<HealthRecord> Prober::Beat(const Provider& p, BeatResult result) {
   std::lock_guard lock(mu_);
   if (Owns(p.id)) {
     tracker_.Upsert(p.id, p.seq, projected);  // ahead of the registry listener, if need be
+    SetOwnedGauges();
     if (auto outcome = tracker_.Beat(p.id, result, now, projected, NewUuidV4())) {
       EmitBeat(*outcome);
       return std::move(outcome->health);
@@ -494,6 +497,21 @@ void Prober::Emit(const std::string& topic, const CloudEvent& event) {
                                delivered.error().message);
       },
       KeyPartition(event.subject, partitions_));
+}
+
+void Prober::SetOwnedGauges() {
+  owned_gauge_->Set(static_cast<int64_t>(scheduler_.size()));
+  heartbeat_gauge_->Set(static_cast<int64_t>(tracker_.size()));
+}
+
+std::vector<std::string> Prober::HeartbeatProviders() const {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mu_);
+    ids = tracker_.Ids();
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 size_t Prober::OwnedProviders() const {

@@ -99,6 +99,9 @@ class Prober {
   // its providers: before that, nothing it would own is probed yet.
   bool Joined() const { return joined_.load(); }
   size_t OwnedProviders() const;
+  // The heartbeat providers whose expiry this instance decides (its tracker), sorted: over the
+  // live instances each heartbeat provider appears once (GET /admin/heartbeat-providers).
+  std::vector<std::string> HeartbeatProviders() const;
   std::vector<int32_t> OwnedPartitions() const;
 
  private:
@@ -119,6 +122,7 @@ class Prober {
   bool Track(const Provider& p, const std::optional<HealthRecord>& record, bool registered_now);
   const std::string& ProbesTopic() const;
   bool Owns(const std::string& id) const;  // mu_ held
+  void SetOwnedGauges();                   // mu_ held
   static std::string HealthUrl(const std::string& endpoint);
 
   ProberOptions options_;
@@ -154,6 +158,7 @@ class Prober {
   Gauge* in_flight_ = nullptr;
   Gauge* owned_gauge_ = nullptr;
   Gauge* partitions_gauge_ = nullptr;
+  Gauge* heartbeat_gauge_ = nullptr;
   Counter* changes_ = nullptr;
   Counter* emit_failures_ = nullptr;
   Counter* heartbeats_ = nullptr;

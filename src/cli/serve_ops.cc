@@ -83,6 +83,9 @@ http::OpsContext BuildOps(ServeParts& parts) {
   ops.info = BuildAdminInfo(parts);
   ops.live_info = [&parts](JsonWriter& w) { WriteLiveInfo(parts, w); };
   ops.projections = [&parts](JsonWriter& w) { WriteProjections(parts, w); };
+  if (parts.prober) {
+    ops.heartbeat_providers = [&parts] { return parts.prober->HeartbeatProviders(); };
+  }
   return ops;
 }
 

@@ -92,4 +92,16 @@ HttpResponse Projections(const OpsContext& ctx) {
   return Json(200, w.Take());
 }
 
+HttpResponse HeartbeatProviders(const OpsContext& ctx) {
+  const std::vector<std::string> ids =
+      ctx.heartbeat_providers ? ctx.heartbeat_providers() : std::vector<std::string>();
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("instance_id", ctx.info.instance_id);
+  w.Field("count", static_cast<int64_t>(ids.size()));
+  w.StringArray("providers", ids);
+  w.EndObject();
+  return Json(200, w.Take());
+}
+
 }  // namespace dcm::http

@@ -40,6 +40,8 @@ struct OpsContext {
   std::function<void(JsonWriter&)> live_info;
   // Renders the `projections` array of /admin/projections: name, digest, applied, lag, ready.
   std::function<void(JsonWriter&)> projections;
+  // The heartbeat providers whose expiry this instance decides, sorted (null: it runs no prober).
+  std::function<std::vector<std::string>()> heartbeat_providers;
 };
 
 HttpResponse Healthz();
@@ -53,5 +55,9 @@ HttpResponse MetricsText(const OpsContext& ctx);
 HttpResponse Info(const OpsContext& ctx);
 // Each projection's state digest (SPEC §5.4: a rebuild must be byte-identical) and progress.
 HttpResponse Projections(const OpsContext& ctx);
+// GET /admin/heartbeat-providers (SPEC §8): {"instance_id", "count", "providers": [ids]}, the
+// heartbeat providers this instance decides expiry for. Over the live instances of a cluster each
+// heartbeat provider is listed once (none twice) once the prober group has settled.
+HttpResponse HeartbeatProviders(const OpsContext& ctx);
 
 }  // namespace dcm::http

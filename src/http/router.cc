@@ -74,6 +74,10 @@ constexpr Route kRoutes[] = {
      [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
        r(Projections(c.ops));
      }, Always},
+    {"GET", "/admin/heartbeat-providers", false, false, Access::kAdmin,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       r(HeartbeatProviders(c.ops));
+     }, Always},
     // DCM's control-plane health (SPEC §7): open, as /healthz and /readyz are (and as DCM's is).
     {"GET", "/health", true, false, Access::kOpen,
      [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {

@@ -164,21 +164,82 @@ TEST_F(HeartbeatTrackerTest, ForwardedBeatsArmANeverBeatenOrExpiredProviderOnRef
   EXPECT_EQ(tracker_.NextDeadline(), kT0 + 32000);
 }
 
-TEST(HeartbeatTrackerTakeoverTest, ATakingOverInstanceTimesExpiryFromTheLoggedBeatNotFromJoining) {
-  // The previous owner recorded a beat at T0; this instance takes over at T0 + 8 s.
+// The log of a provider the previous owner recorded a beat of at `at_ms`.
+HealthRecord LoggedBeat(int64_t at_ms, bool forwarded = false) {
   HealthRecord logged;
   HeartbeatRecord beat;
   beat.provider_id = "edge-1";
   beat.registration_seq = 1;
-  beat.time_ms = beat.seq = beat.last_beat_time_ms = kT0;
+  beat.time_ms = beat.seq = beat.last_beat_time_ms = at_ms;
+  beat.forwarded = forwarded;
   FoldHeartbeat(logged, beat);
+  return logged;
+}
+
+TEST(HeartbeatTrackerTakeoverTest, ATakenOverProviderKnownOnlyFromTheLogExpiresRecordEveryLater) {
+  // The previous owner recorded a beat at T0 and may have taken (coalesced) beats up to
+  // T0 + 1m without recording them: the log cannot tell, so the bound is T0 + 1m + 12 s, whenever
+  // this instance took over (not from when it joined).
+  const HealthRecord logged = LoggedBeat(kT0);
   HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000)});
   tracker.Upsert("edge-1", 1, logged);
-  EXPECT_EQ(tracker.NextDeadline(), kT0 + 12000);
-  EXPECT_TRUE(tracker.Due(kT0 + 11999).empty());
-  auto expired = tracker.Expire("edge-1", kT0 + 12000, logged, "x");
+  EXPECT_EQ(tracker.NextDeadline(), kT0 + 72000);
+  EXPECT_TRUE(tracker.Due(kT0 + 71999).empty());
+  EXPECT_FALSE(tracker.Expire("edge-1", kT0 + 71999, logged, "x").has_value());
+  auto expired = tracker.Expire("edge-1", kT0 + 72000, logged, "x");
   ASSERT_TRUE(expired.has_value());
   EXPECT_EQ(expired->health.status, HealthStatus::kUnavailable);
+  EXPECT_EQ(expired->record->last_beat_time_ms, kT0) << "it times the logged beat";
+}
+
+TEST(HeartbeatTrackerTakeoverTest, ALiveProviderWhoseOwnerCrashedIsNotExpiredBeforeItsBeatsMove) {
+  // Logged beat at T0; the crashed owner took beats every 5 s up to T0 + 55 s (coalesced, never
+  // recorded). This instance takes over at T0 + 58 s; the provider's beats reach it at T0 + 66 s.
+  const HealthRecord logged = LoggedBeat(kT0);
+  HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000)});
+  tracker.Upsert("edge-1", 1, logged);
+  for (int64_t t = kT0 + 58000; t < kT0 + 66000; t += 100) {
+    ASSERT_TRUE(tracker.Due(t).empty()) << "expired a live provider at T0 + " << (t - kT0);
+  }
+  auto beat = tracker.Beat("edge-1", BeatResult::kHealthy, kT0 + 66000, logged, "b");
+  ASSERT_TRUE(beat.has_value());
+  EXPECT_EQ(beat->health.status, HealthStatus::kReady);
+  EXPECT_FALSE(beat->change.has_value());
+  // Its own beat: the normal rule from now on.
+  EXPECT_EQ(tracker.NextDeadline(), kT0 + 78000);
+}
+
+TEST(HeartbeatTrackerTakeoverTest, OnceItTakesABeatItselfTheLastBeatPlusTimeoutApplies) {
+  const HealthRecord logged = LoggedBeat(kT0);
+  HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000)});
+  tracker.Upsert("edge-1", 1, logged);
+  ASSERT_TRUE(tracker.Beat("edge-1", BeatResult::kHealthy, kT0 + 3000, logged, "b").has_value());
+  EXPECT_EQ(tracker.NextDeadline(), kT0 + 15000);
+  EXPECT_TRUE(tracker.Due(kT0 + 14999).empty());
+  EXPECT_TRUE(tracker.Expire("edge-1", kT0 + 15000, logged, "x").has_value());
+}
+
+TEST(HeartbeatTrackerTakeoverTest, ForwardedBeatsPastTheLogBoundAreTimedAsUsual) {
+  HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000)});
+  tracker.Upsert("edge-1", 1, LoggedBeat(kT0));
+  // Beats forwarded by other instances, known from the projection only: the later of the bound
+  // and the last beat.
+  const HealthRecord early = LoggedBeat(kT0 + 30000, true);
+  tracker.Refresh("edge-1", early);
+  EXPECT_EQ(tracker.NextDeadline(), kT0 + 72000);
+  const HealthRecord late = LoggedBeat(kT0 + 70000, true);
+  tracker.Refresh("edge-1", late);
+  EXPECT_EQ(tracker.NextDeadline(), kT0 + 82000);
+  EXPECT_TRUE(tracker.Expire("edge-1", kT0 + 82000, late, "x").has_value());
+}
+
+TEST(HeartbeatTrackerTakeoverTest, AProviderTheLogNeverSawBeatHasNoLogBound) {
+  // Its first beat is a transition, always recorded: no owner can have taken an unrecorded one.
+  HeartbeatTracker tracker(HeartbeatOptions{milliseconds(12000), milliseconds(60000)});
+  tracker.Upsert("edge-1", 1, kNoProjection);
+  const HealthRecord forwarded = LoggedBeat(kT0, true);
+  tracker.Refresh("edge-1", forwarded);
+  EXPECT_EQ(tracker.NextDeadline(), kT0 + 12000);
 }
 
 TEST(HeartbeatTrackerTakeoverTest, AnAlreadyExpiredProviderIsNotExpiredTwiceByTheNextOwner) {

@@ -169,6 +169,7 @@ const ExpectedAccess kExpectedAccess[] = {
     {"GET", "/metrics", kAll},
     {"GET", "/admin/info", kRoleAdmin},
     {"GET", "/admin/projections", kRoleAdmin},
+    {"GET", "/admin/heartbeat-providers", kRoleAdmin},
     {"GET", "/api/v1alpha1/service-types", kAll},
     {"GET", "/api/v1alpha1/events", kAll},
     {"GET", "/api/v1alpha1/providers", kAll},

@@ -600,6 +600,17 @@ TEST_F(HandlersTest, AdminProjectionsRendersAnEmptyArrayWithoutCallback) {
   EXPECT_EQ(projections.size(), 0u);
 }
 
+TEST_F(HandlersTest, AdminHeartbeatProvidersListsTheIdsThisInstanceDecidesExpiryFor) {
+  auto r = Call("GET", "/admin/heartbeat-providers", "", {});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"instance_id":"instance-1","count":0,"providers":[]})");  // no prober
+  ops_.heartbeat_providers = [] { return std::vector<std::string>{"edge-1", "edge-2"}; };
+  router_ = MakeRouter(Api(), ops_, AccessContext{});
+  r = Call("GET", "/admin/heartbeat-providers", "", {});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"instance_id":"instance-1","count":2,"providers":["edge-1","edge-2"]})");
+}
+
 // ---- audit routes (SPEC §3.4) ----
 
 TEST_F(HandlersTest, AuditRoutesAnswer404WithoutAnAuditIndex) {
