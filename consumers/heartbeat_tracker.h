@@ -108,14 +108,11 @@ class HeartbeatTracker {
     int64_t last_recorded_ms = 0;
     int64_t record_seq = 0;  // seq of the last record produced here
     int64_t unrecorded = 0;  // beats folded since the last record
-<<<<<<< HEAD
     int64_t gc_asked_seq = -1;  // the registration GcDue returned it for (seqs start at 0)
-=======
     // Until this tracker takes a beat itself: the seeded (logged) last beat +
     // HEARTBEAT_RECORD_EVERY, before which the previous owner may have taken beats it did not
     // record. 0: no such bound.
     int64_t log_bound_ms = 0;
->>>>>>> s11-hb-failover
   };
 
   static void Merge(Target& target, const std::optional<HealthRecord>& projected);
