@@ -106,8 +106,8 @@ class HeartbeatTracker {
     int64_t registration_seq = 0;
     HealthRecord record;  // the fold of every beat, recorded or not
     int64_t last_recorded_ms = 0;
-    int64_t record_seq = 0;  // seq of the last record produced here
-    int64_t unrecorded = 0;  // beats folded since the last record
+    int64_t record_seq = 0;     // seq of the last record produced here
+    int64_t unrecorded = 0;     // beats folded since the last record
     int64_t gc_asked_seq = -1;  // the registration GcDue returned it for (seqs start at 0)
     // Until this tracker takes a beat itself: the seeded (logged) last beat +
     // HEARTBEAT_RECORD_EVERY, before which the previous owner may have taken beats it did not

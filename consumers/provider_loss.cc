@@ -82,9 +82,10 @@ void ProviderLoss::OnChanged(const std::vector<ProviderChange>& changes) {
         LossRequests(change, ResourcesOn(change.id), options_.rehydrate, clock_->NowMillis());
     if (requests.empty()) continue;
     Logger("provider-loss")
-        ->warn("msg=\"provider lost with live resources\" provider={} by={} resources={} "
-               "rehydrate={}",
-               change.id, change.removed_by, requests.size(), options_.rehydrate);
+        ->warn(
+            "msg=\"provider lost with live resources\" provider={} by={} resources={} "
+            "rehydrate={}",
+            change.id, change.removed_by, requests.size(), options_.rehydrate);
     for (InstanceEvent& request : requests) {
       request.source = options_.source;
       lost_->Inc();

@@ -206,10 +206,11 @@ struct CatalogItemInstanceDeleted : InstanceEnvelope {
 // Every instance event type, in the catalogue order of kInstanceEventTypes.
 using InstanceFact =
     std::variant<OperationRequested, OperationStarted, OperationCompleted, OperationFailed,
-                 ResourcePlaced, ResourceDeleted, ResourceLost, InstanceCreated, InstanceCreateFailed,
-                 InstanceDeleted, InstanceDeleteFailed, CleanupEnqueued, CleanupParked,
-                 CleanupAttempted, CleanupFailed, CleanupRetried, CatalogItemInstanceCreated,
-                 CatalogItemInstanceRehydrated, CatalogItemInstanceDeleted>;
+                 ResourcePlaced, ResourceDeleted, ResourceLost, InstanceCreated,
+                 InstanceCreateFailed, InstanceDeleted, InstanceDeleteFailed, CleanupEnqueued,
+                 CleanupParked, CleanupAttempted, CleanupFailed, CleanupRetried,
+                 CatalogItemInstanceCreated, CatalogItemInstanceRehydrated,
+                 CatalogItemInstanceDeleted>;
 
 // The fact's type tag (its alternative's kType) and envelope.
 const char* TypeOf(const InstanceFact& fact);

@@ -49,11 +49,11 @@ std::optional<RequestKind> RequestKindOfType(std::string_view type);
 
 struct ProviderRequest {
   RequestKind kind = RequestKind::kRegister;
-  std::string request_id;    // the request event's id
-  std::string id;            // register: optional; others: the target provider
-  ProviderSpec spec;         // register, update
-  std::string new_id;        // change_id
-  bool force = false;        // delete
+  std::string request_id;  // the request event's id
+  std::string id;          // register: optional; others: the target provider
+  ProviderSpec spec;       // register, update
+  std::string new_id;      // change_id
+  bool force = false;      // delete
   // expire: the provider's registration `seq` the expiry is about (a provider registered or
   // updated since is not expired: 409), its last heartbeat and PROVIDER_GC_AFTER, for the record.
   int64_t registration_seq = 0;
@@ -88,7 +88,7 @@ struct ProviderOutcome {
   OutcomeKind kind = OutcomeKind::kRejected;
   std::string request_id;
   int64_t seq = 0;
-  Provider provider;  // registered, updated, id_changed: the state after; deleted, expired: before
+  Provider provider;   // registered, updated, id_changed: the state after; deleted, expired: before
   std::string old_id;  // id_changed
   // expired: why (SPEC §8: its history says why), and the last heartbeat it is timed from.
   std::string reason;

@@ -202,6 +202,10 @@ TEST(ProviderRequestTest, DecodeValidatesIdFields) {
       {event_type::kIdChangeRequested, R"({"new_id":"sp-2"})", "id", "is required"},
       {event_type::kDeletionRequested, R"({"force":true})", "id", "is required"},
       {event_type::kDeletionRequested, R"({"id":null})", "id", "is required"},
+      {event_type::kExpiryRequested, R"({"id":"sp-1"})", "registration_seq", "is required"},
+      {event_type::kExpiryRequested, R"({"id":"sp-1","registration_seq":"3"})", "registration_seq",
+       "must be an integer"},
+      {event_type::kExpiryRequested, R"({"registration_seq":3})", "id", "is required"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.data);

@@ -284,6 +284,21 @@ TEST_F(InstanceDeciderTest, RehydrateResourceMovesTheCatalogReferenceOnlyIfItPoi
   EXPECT_EQ(d.fact.catalog_item_instance_id, "c1");
 }
 
+TEST_F(InstanceDeciderTest, RecoveringALostResourceRehydratesItLikeARehydrationOrOnlyMarksIt) {
+  Existing("c1", "res-1");
+  InstanceEvent request = Request(Operation::kRecoverLostResource, "r2", "c1");
+  request.resource_id = "res-1";
+  request.new_resource_id = "res-2";
+  InstanceDecision d = Decide(request);
+  ASSERT_EQ(d.kind, Kind::kStarted) << d.fact.error;
+  EXPECT_EQ(d.fact.old_resource_id, "res-1");
+  EXPECT_EQ(d.fact.catalog_item_instance_id, "c1");
+  request.new_resource_id.clear();
+  EXPECT_EQ(Decide(request).kind, Kind::kStarted);
+  request.resource_id = "res-9";
+  ExpectFailure(Decide(request), 404, "not_found");
+}
+
 TEST_F(InstanceDeciderTest, DeleteCatalogItemInstanceTargetsItsCurrentResource) {
   Existing("c1", "res-1");
   InstanceEvent request = Request(Operation::kDeleteCatalogItemInstance, "r2", "c1");

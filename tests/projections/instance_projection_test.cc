@@ -88,6 +88,14 @@ class Facts {
     e.resource_id = resource_id;
     return Cloud(e);
   }
+  CloudEvent Lost(const std::string& resource_id, const Sp& sp) {
+    auto e = Base(event_type::kResourceLost);
+    e.resource_id = resource_id;
+    e.provider_name = sp.name;
+    e.provider_id = sp.id;
+    e.reason = "provider_expired";
+    return Cloud(e);
+  }
   CloudEvent Created(const std::string& instance_id, const Sp& sp,
                      const std::string& status = "PROVISIONING",
                      const std::string& service_type = "vm") {
@@ -511,6 +519,18 @@ TEST(InstanceProjectionTest, ResourceDeletedRemovesThePlacement) {
   EXPECT_FALSE(in.ResourceOf("res-1"));
   ASSERT_TRUE(in.Apply({f.ResourceDeleted("res-1")}));  // a duplicate
   EXPECT_FALSE(in.ResourceOf("res-1"));
+}
+
+TEST(InstanceProjectionTest, ResourceLostMarksThePlacementLostAndKeepsIt) {
+  Instances in("/mem/inst-res-lost");
+  Facts f("req-1", "res-1");
+  ASSERT_TRUE(in.Apply({f.Placed("res-1", kA), f.Lost("res-1", kA)}));
+  auto r = in.ResourceOf("res-1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, "LOST");
+  ASSERT_TRUE(in.Apply({f.Lost("res-1", kA), f.Lost("res-9", kA)}));  // a duplicate; unknown
+  EXPECT_EQ(in.ResourceOf("res-1"), r);
+  EXPECT_FALSE(in.ResourceOf("res-9"));
 }
 
 // ---- Service-type instances and load.

@@ -56,6 +56,20 @@ ProviderRequest Delete(const std::string& request_id, const std::string& id) {
   return r;
 }
 
+// The prober's garbage collection of `id`, about the registration with seq `registration_seq`.
+ProviderRequest Expire(const std::string& request_id, const std::string& id,
+                       int64_t registration_seq) {
+  ProviderRequest r;
+  r.kind = RequestKind::kExpire;
+  r.request_id = request_id;
+  r.id = id;
+  r.registration_seq = registration_seq;
+  r.last_heartbeat_time = "2026-01-01T00:00:00.000Z";
+  r.gc_after_ms = 20000;
+  r.actor = "dcm/prober";
+  return r;
+}
+
 std::unique_ptr<Store> OpenInMemory(const std::string& path) {
   auto store = Store::Open(path, StoreOptions{.bulk_load = false, .in_memory = true});
   EXPECT_TRUE(store.has_value()) << store.error().message;
@@ -290,6 +304,33 @@ TEST_F(ProviderDeciderTest, DeleteFreesNameAndIdForANewRegistration) {
   EXPECT_NE(recreated.provider.id, created.provider.id);
 }
 
+TEST_F(ProviderDeciderTest, AnExpiryRemovesTheRegistrationItNamesAndSaysWhy) {
+  const ProviderOutcome created = Decide(Register("req-1", "edge-1", "edge-1"));
+  const ProviderOutcome expired = Decide(Expire("req-2", "edge-1", created.seq));
+  EXPECT_EQ(expired.kind, OutcomeKind::kExpired);
+  EXPECT_EQ(expired.provider, created.provider);  // the state before
+  EXPECT_EQ(expired.actor, "dcm/prober");
+  EXPECT_EQ(expired.reason, "no heartbeat since 2026-01-01T00:00:00.000Z (PROVIDER_GC_AFTER 20s)");
+  EXPECT_EQ(expired.last_heartbeat_time, "2026-01-01T00:00:00.000Z");
+  EXPECT_FALSE(HasId("edge-1"));
+  EXPECT_EQ(IdOfName("edge-1"), std::nullopt);
+  EXPECT_EQ(Decide(Register("req-3", "edge-1")).kind, OutcomeKind::kRegistered)
+      << "a later registration of the name is a new record";
+}
+
+TEST_F(ProviderDeciderTest, AnExpiryOfARegistrationReplacedSinceOrOfAnUnknownIdIsRefused) {
+  const ProviderOutcome first = Decide(Register("req-1", "edge-1", "edge-1"));
+  const ProviderOutcome again = Decide(Register("req-2", "edge-1", "edge-1"));  // re-registered
+  const ProviderOutcome stale = Decide(Expire("req-3", "edge-1", first.seq));
+  EXPECT_EQ(stale.kind, OutcomeKind::kRejected);
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_TRUE(HasId("edge-1"));
+  EXPECT_EQ(Decide(Expire("req-4", "edge-1", again.seq)).kind, OutcomeKind::kExpired);
+  const ProviderOutcome twice = Decide(Expire("req-5", "edge-1", again.seq));
+  EXPECT_EQ(twice.kind, OutcomeKind::kRejected);
+  EXPECT_EQ(twice.status, 404);
+}
+
 TEST_F(ProviderDeciderTest, DeletedIdCanBeGivenToANewRegistration) {
   Decide(Register("req-1", "sp-a", "id-a"));
   Decide(Delete("req-2", "id-a"));
@@ -365,7 +406,10 @@ std::vector<ProviderRequest> History() {
           Delete("r10", "id-b-new"),
           Register("r11", "sp-b2", "id-b"),
           ChangeId("r12", "id-b", "id-b"),
-          Delete("r13", "ghost")};
+          Delete("r13", "ghost"),
+          Expire("r14", "id-b", 5),   // 409: registered or updated since
+          Expire("r15", "id-b", 11),  // expired
+          Register("r16", "sp-b2")};
 }
 
 TEST(ProviderDeciderDeterminismTest, SameRequestsGiveSameOutcomesAndState) {

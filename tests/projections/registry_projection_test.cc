@@ -336,6 +336,28 @@ TEST(RegistryProjectionTest, AnAbandonedRegistrarBatchLeavesTheRunnerToAnswerIts
   EXPECT_EQ(heard, (std::vector<std::string>{"id-a", "id-b"}));
 }
 
+// SPEC §8: listeners learn how a provider went, so an expiry or a deletion takes its resources.
+TEST(RegistryProjectionTest, AnExpiryRemovesTheProviderAndListenersHearWhichRemovalItWas) {
+  Registry r("/mem/expired");
+  std::vector<ProviderChange> heard;
+  r.projection_.AddChangeListener([&](const std::vector<ProviderChange>& changes) {
+    heard.insert(heard.end(), changes.begin(), changes.end());
+  });
+  ASSERT_TRUE(r.Apply({Registered("id-a", "sp-a", 1), Registered("id-b", "sp-b", 2),
+                       OutcomeEvent(OutcomeKind::kExpired, 3, MakeProvider("id-a", "sp-a", 1)),
+                       Deleted("id-b", "sp-b", 4), IdChanged("id-x", "id-y", "sp-x", 5)}));
+  EXPECT_FALSE(*r.view_.Get("id-a"));
+  ASSERT_EQ(heard.size(), 6u);
+  EXPECT_EQ(heard[2].id, "id-a");
+  EXPECT_FALSE(heard[2].provider.has_value());
+  EXPECT_EQ(heard[2].removed_by, event_type::kExpired);
+  EXPECT_EQ(heard[2].request_id, "req-3");
+  EXPECT_EQ(heard[2].removed_at_ms, kT0 + 3000);
+  EXPECT_EQ(heard[3].removed_by, event_type::kDeleted);
+  EXPECT_EQ(heard[4].removed_by, event_type::kIdChanged);
+  EXPECT_TRUE(heard[1].removed_by.empty());
+}
+
 TEST(RegistryProjectionTest, CountsAppliedEventsByType) {
   Registry r("/mem/reg");
   r.ApplyEach({Registered("id-a", "sp-a", 1), Registered("id-b", "sp-b", 2)});

@@ -79,6 +79,30 @@ TEST(SagaPlanTest, RehydratingAResourceOutsideTheCatalogHasNoCatalogStep) {
                                       event_type::kResourceDeleted}));
 }
 
+TEST(SagaPlanTest, ALostResourceIsRecordedLostThenRehydratedWhenANewIdIsGiven) {
+  InstanceEvent s = Started(Operation::kRecoverLostResource);
+  s.provider_id = "p1-id";
+  s.reason = "provider_expired";
+  const auto plan = PlanSaga(s);
+  EXPECT_EQ(Steps(plan),
+            (std::vector<std::string>{event_type::kResourceLost, "place res-2", "create res-2",
+                                      "delete res-1", event_type::kResourceDeleted,
+                                      event_type::kCatalogItemInstanceRehydrated}));
+  const auto& lost = std::get<ResourceLost>(plan[0].fact);
+  EXPECT_EQ(lost.resource_id, "res-1");
+  EXPECT_EQ(lost.provider_id, "p1-id");
+  EXPECT_EQ(lost.reason, "provider_expired");
+  EXPECT_EQ(plan[3].mode, DeleteMode::kDeferred) << "waits for its provider in the queue";
+  Saga done;
+  done.started = s;
+  EXPECT_EQ(CompletionOf(done).resource_id, "res-2");
+
+  s.new_resource_id.clear();  // REHYDRATE_ON_PROVIDER_LOSS off: only marked
+  EXPECT_EQ(Steps(PlanSaga(s)), (std::vector<std::string>{event_type::kResourceLost}));
+  done.started = s;
+  EXPECT_EQ(CompletionOf(done).resource_id, "res-1");
+}
+
 TEST(SagaPlanTest, DeletesCallTheProviderOrQueueThenRecord) {
   const auto plan = PlanSaga(Started(Operation::kDeleteCatalogItemInstance));
   EXPECT_EQ(Steps(plan), (std::vector<std::string>{"delete res-1", event_type::kResourceDeleted,
