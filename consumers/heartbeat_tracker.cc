@@ -4,30 +4,35 @@
 
 namespace dcm {
 
+namespace {
+
+// The status the beats alone give `r`.
+HealthStatus BeatStatusOf(const HealthRecord& r) { return r.both ? r.beat_status : r.status; }
+
+}  // namespace
+
 void HeartbeatTracker::Merge(Target& t, const std::optional<HealthRecord>& projected) {
   if (!projected) return;
   if (projected->last_beat_time_ms > t.record.last_beat_time_ms ||
       projected->registration_seq > t.record.registration_seq) {
     t.record = *projected;  // a beat recorded elsewhere (forwarded), newer than ours
   }
-}
-
-bool HeartbeatTracker::Expired(const HealthRecord& r) {
-  return r.status == HealthStatus::kUnavailable && r.last_result == kHeartbeatExpiredReason;
+  if (t.both) AdoptProbeSignal(t.record, *projected);
 }
 
 void HeartbeatTracker::Upsert(const std::string& id, int64_t registration_seq,
-                              const std::optional<HealthRecord>& projected) {
+                              const std::optional<HealthRecord>& projected, bool both) {
   auto [it, added] = targets_.try_emplace(id);
   Target& t = it->second;
   t.registration_seq = std::max(t.registration_seq, registration_seq);
+  t.both = both;
   if (!added) return;
   if (projected) t.record = *projected;
   t.record.provider_id = id;
   // The log's last beat: a takeover times expiry from it, and the next record is due one
   // HEARTBEAT_RECORD_EVERY after it.
   t.last_recorded_ms = t.record.last_beat_time_ms;
-  if (t.record.last_beat_time_ms > 0 && !Expired(t.record)) {
+  if (t.record.last_beat_time_ms > 0 && !HeartbeatExpired(t.record)) {
     t.log_bound_ms = t.record.last_beat_time_ms + options_.record_every.count();
   }
 }
@@ -51,11 +56,12 @@ HeartbeatRecord HeartbeatTracker::NewRecord(const std::string& id, Target& t, Be
   h.registration_seq = t.registration_seq;
   h.result = result;
   h.timeout_ms = options_.timeout.count();
+  h.both = t.both;
   return h;
 }
 
 std::optional<int64_t> HeartbeatTracker::Deadline(const Target& t) const {
-  if (t.record.last_beat_time_ms == 0 || Expired(t.record)) return std::nullopt;
+  if (t.record.last_beat_time_ms == 0 || HeartbeatExpired(t.record)) return std::nullopt;
   return std::max(t.record.last_beat_time_ms, t.log_bound_ms) + options_.timeout.count();
 }
 
@@ -84,6 +90,8 @@ std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatRes
   const bool new_registration = t.record.registration_seq < t.registration_seq;
   const HealthStatus before = t.record.status;
   const std::string before_result = t.record.last_result;
+  const HealthStatus before_beat = BeatStatusOf(t.record);
+  const bool before_both = t.record.both;
   FoldResult folded = FoldHeartbeat(t.record, h);
   t.log_bound_ms = 0;  // a beat of its own: the log's gaps no longer matter
   BeatOutcome out;
@@ -92,8 +100,11 @@ std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatRes
     return out;
   }
   const bool due = now_ms - t.last_recorded_ms >= options_.record_every.count();
+  // A change of either signal, or of the record's mode (a `both` provider's first beat), is a
+  // transition: recorded at once.
   if (folded.change || new_registration || due || before != t.record.status ||
-      before_result != t.record.last_result) {
+      before_result != t.record.last_result || before_beat != BeatStatusOf(t.record) ||
+      before_both != t.record.both) {
     MarkRecorded(t, h, now_ms);
     out.record = std::move(h);
     out.change = std::move(folded.change);
@@ -135,7 +146,7 @@ std::optional<BeatOutcome> HeartbeatTracker::Expire(const std::string& id, int64
 std::vector<std::string> HeartbeatTracker::Unarmed() const {
   std::vector<std::string> ids;
   for (const auto& [id, t] : targets_) {
-    if (t.record.last_beat_time_ms == 0 || Expired(t.record)) ids.push_back(id);
+    if (t.record.last_beat_time_ms == 0 || HeartbeatExpired(t.record)) ids.push_back(id);
   }
   return ids;
 }
@@ -158,8 +169,8 @@ std::optional<int64_t> HeartbeatTracker::NextDeadline() const {
 std::vector<HeartbeatRecord> HeartbeatTracker::Unrecorded(int64_t now_ms) {
   std::vector<HeartbeatRecord> records;
   for (auto& [id, t] : targets_) {
-    if (t.unrecorded == 0 || Expired(t.record)) continue;
-    const BeatResult result = t.record.status == HealthStatus::kUnhealthy
+    if (t.unrecorded == 0 || HeartbeatExpired(t.record)) continue;
+    const BeatResult result = BeatStatusOf(t.record) == HealthStatus::kUnhealthy
                                   ? BeatResult::kReportedUnhealthy
                                   : BeatResult::kHealthy;
     HeartbeatRecord h = NewRecord(id, t, result, now_ms, "");
@@ -176,7 +187,7 @@ std::vector<GcCandidate> HeartbeatTracker::GcDue(int64_t now_ms) {
   if (options_.gc_after.count() <= 0) return due;
   for (auto& [id, t] : targets_) {
     const int64_t last_beat = t.record.last_beat_time_ms;
-    if (!Expired(t.record) || last_beat <= 0 || t.gc_asked_seq == t.registration_seq ||
+    if (!HeartbeatExpired(t.record) || last_beat <= 0 || t.gc_asked_seq == t.registration_seq ||
         last_beat + options_.gc_after.count() > now_ms) {
       continue;
     }

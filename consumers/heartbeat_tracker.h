@@ -19,6 +19,9 @@
 // deadline (Unarmed: never beaten or expired here) are refreshed from the projection by the
 // Prober once per second, so a forwarded beat arms them.
 //
+// Liveness `both` (SPEC §8): such a provider is also probed (ProbeScheduler); its records carry
+// `both`, so the fold keeps the beat's status apart from the probes'.
+//
 // Expiry from the log. The previous owner records beats coalesced, so when it crashed it may have
 // taken beats newer than the log's last one, but each fewer than HEARTBEAT_RECORD_EVERY after a
 // beat the log holds (else it would have recorded it). So while a provider's last beat is known
@@ -67,9 +70,11 @@ class HeartbeatTracker {
  public:
   explicit HeartbeatTracker(HeartbeatOptions options) : options_(options) {}
 
-  // Adds an owned heartbeat provider, or updates its registration seq.
+  // Adds an owned heartbeat provider, or updates its registration seq. `both`: its liveness is
+  // `both` (probed too): its records say so, and before deciding, Beat and Expire take the
+  // probes' signal from `projected` (AdoptProbeSignal).
   void Upsert(const std::string& id, int64_t registration_seq,
-              const std::optional<HealthRecord>& projected);
+              const std::optional<HealthRecord>& projected, bool both = false);
   bool Remove(const std::string& id);
   void Clear() { targets_.clear(); }
   bool Has(const std::string& id) const { return targets_.count(id) > 0; }
@@ -104,6 +109,7 @@ class HeartbeatTracker {
  private:
   struct Target {
     int64_t registration_seq = 0;
+    bool both = false;    // liveness both
     HealthRecord record;  // the fold of every beat, recorded or not
     int64_t last_recorded_ms = 0;
     int64_t record_seq = 0;     // seq of the last record produced here
@@ -115,8 +121,9 @@ class HeartbeatTracker {
     int64_t log_bound_ms = 0;
   };
 
+  // Adopts `projected` if it knows a newer beat (or registration); for a `both` provider, takes
+  // the probes' signal from it too.
   static void Merge(Target& target, const std::optional<HealthRecord>& projected);
-  static bool Expired(const HealthRecord& record);
   // When `target` expires: its last beat, or its log bound if later, + HEARTBEAT_TIMEOUT;
   // nullopt when it cannot (never beaten, or expired).
   std::optional<int64_t> Deadline(const Target& target) const;

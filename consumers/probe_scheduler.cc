@@ -156,6 +156,11 @@ std::optional<TimePoint> ProbeScheduler::NextDue() {
   return std::nullopt;
 }
 
+void ProbeScheduler::RefreshBeatSignal(const std::string& id, const HealthRecord& projected) {
+  auto it = targets_.find(id);
+  if (it != targets_.end()) AdoptBeatSignal(it->second.record, projected);
+}
+
 const HealthRecord* ProbeScheduler::Record(const std::string& id) const {
   auto it = targets_.find(id);
   return it == targets_.end() ? nullptr : &it->second.record;

@@ -68,6 +68,10 @@ class ProbeScheduler {
   // at once. Returns true when the provider's URL changed (drop its pooled connection).
   bool Upsert(const ProbeTarget& target, const std::optional<HealthRecord>& record, TimePoint now,
               bool registered_now);
+  // Liveness `both`: takes the beats' signal of `id` from `projected` (the local projection)
+  // before its next probe is folded (AdoptBeatSignal), so the transition that probe makes is
+  // the combined status's.
+  void RefreshBeatSignal(const std::string& id, const HealthRecord& projected);
   // Stops probing `id`; true if it was known.
   bool Remove(const std::string& id);
   // Forgets every provider (partitions revoked). In-flight completions are then dropped.

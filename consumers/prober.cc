@@ -343,6 +343,11 @@ void Prober::Finish(const ProbeTask& task, ProbeResponse response) {
     // Only a full in-flight budget keeps the scheduler waiting on completions; the next due
     // time of this provider is an interval away, never earlier than what it waits for.
     notify = scheduler_.in_flight() >= static_cast<size_t>(options_.health.max_in_flight);
+    if (tracker_.Has(task.id)) {  // liveness both: the transition is the combined status's
+      if (auto stored = health_->Get(task.id); stored && *stored) {
+        scheduler_.RefreshBeatSignal(task.id, **stored);
+      }
+    }
     auto done = scheduler_.Complete(task, std::move(response), clock_->Now(), NewUuidV4());
     if (done) {
       const HealthProbe& probe = done->probe;
@@ -372,7 +377,11 @@ bool Prober::Track(const Provider& p, const std::optional<HealthRecord>& record,
     tracker_.Upsert(p.id, p.seq, record);
     return was_probed;
   }
-  tracker_.Remove(p.id);
+  if (p.spec.liveness == Liveness::kBoth) {  // probed and tracked
+    tracker_.Upsert(p.id, p.seq, record, true);
+  } else {
+    tracker_.Remove(p.id);
+  }
   return scheduler_.Upsert({p.id, HealthUrl(p.spec.endpoint), p.seq}, record, clock_->Now(),
                            registered_now);
 }
@@ -387,7 +396,8 @@ Result<HealthRecord> Prober::Beat(const Provider& p, BeatResult result) {
   const int64_t now = clock_->NowMillis();
   std::lock_guard lock(mu_);
   if (Owns(p.id)) {
-    tracker_.Upsert(p.id, p.seq, projected);  // ahead of the registry listener, if need be
+    // Ahead of the registry listener, if need be.
+    tracker_.Upsert(p.id, p.seq, projected, p.spec.liveness == Liveness::kBoth);
     SetOwnedGauges();
     if (auto outcome = tracker_.Beat(p.id, result, now, projected, NewUuidV4())) {
       EmitBeat(*outcome);
@@ -404,6 +414,7 @@ Result<HealthRecord> Prober::Beat(const Provider& p, BeatResult result) {
   h.last_beat_time_ms = now;
   h.timeout_ms = options_.heartbeat.timeout.count();
   h.forwarded = true;
+  h.both = p.spec.liveness == Liveness::kBoth;
   HealthRecord health = projected.value_or(HealthRecord{});
   health.provider_id = p.id;
   FoldHeartbeat(health, h);

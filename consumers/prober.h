@@ -16,6 +16,10 @@
 // Liveness (SPEC §8): providers registered with `liveness: heartbeat` are never probed; the
 // HeartbeatTracker (consumers/heartbeat_tracker.h) of their partition's owner decides their
 // expiry, so each expiry is decided by exactly one live instance, from the log on a takeover.
+// Providers with `liveness: both` are probed and tracked: the fold keeps the two signals apart
+// (projections/health_state.h), and each side takes the other's from the local projection before
+// it folds (a health_changed event may be off by what the projection has not applied yet; the
+// folded status is always the log's).
 //
 // A provider belongs to partition KeyPartition(id, partitions of dcm.health), the partition its
 // health events are produced to, so the group's assignment splits providers across instances:

@@ -1,5 +1,7 @@
 #include "events/heartbeat_events.h"
 
+#include <utility>
+
 #include "events/health_events.h"
 #include "events/json_read.h"
 #include "src/common/json_writer.h"
@@ -56,6 +58,7 @@ CloudEvent EncodeHeartbeatRecord(const HeartbeatRecord& r, const std::string& so
   w.Field("last_beat_time_ms", r.last_beat_time_ms);
   w.Field("timeout_ms", r.timeout_ms);
   if (r.forwarded) w.Field("forwarded", true);
+  if (r.both) w.Field("both", true);
   w.EndObject();
   e.data = w.Take();
   return e;
@@ -92,9 +95,10 @@ Result<HeartbeatRecord> DecodeHeartbeatRecord(const CloudEvent& event) {
   ASSIGN_OR_RETURN(r.beats, NonNegativeInt(data, "beats"));
   ASSIGN_OR_RETURN(r.last_beat_time_ms, NonNegativeInt(data, "last_beat_time_ms"));
   ASSIGN_OR_RETURN(r.timeout_ms, NonNegativeInt(data, "timeout_ms"));
-  if (auto forwarded = Member(data, "forwarded"); forwarded && !forwarded->is_null()) {
-    if (forwarded->get(r.forwarded)) {
-      return MakeError(ErrorCode::kCorruption, "forwarded must be a boolean");
+  for (auto [key, out] : {std::pair<const char*, bool*>{"forwarded", &r.forwarded},
+                          std::pair<const char*, bool*>{"both", &r.both}}) {
+    if (auto flag = Member(data, key); flag && !flag->is_null() && flag->get(*out)) {
+      return MakeError(ErrorCode::kCorruption, std::string(key) + " must be a boolean");
     }
   }
   return r;

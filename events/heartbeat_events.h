@@ -53,6 +53,9 @@ struct HeartbeatRecord {
   int64_t last_beat_time_ms = 0;  // the newest beat it knows of (an expiry: the one it timed)
   int64_t timeout_ms = 0;         // HEARTBEAT_TIMEOUT in effect
   bool forwarded = false;         // recorded by an instance that does not own the provider
+  // The provider's liveness is `both` (probed too): the fold keeps the beat's status apart from
+  // the probes' (projections/health_state.h). Written only when true.
+  bool both = false;
 
   bool operator==(const HeartbeatRecord&) const = default;
 };

@@ -103,7 +103,7 @@ void ValidateOperations(simdjson::dom::element ops, ProviderSpec* spec,
   }
 }
 
-// `liveness` (SPEC §8): probe (default), heartbeat; any case.
+// `liveness` (SPEC §8): probe (default), heartbeat, both; any case.
 void ValidateLiveness(simdjson::dom::element value, ProviderSpec* spec,
                       std::vector<FieldError>* errors) {
   std::string_view text;
@@ -117,16 +117,24 @@ void ValidateLiveness(simdjson::dom::element value, ProviderSpec* spec,
   } else if (liveness == "heartbeat") {
     spec->liveness = Liveness::kHeartbeat;
   } else if (liveness == "both") {
-    errors->push_back({"liveness", "'both' is not supported yet; use probe or heartbeat"});
+    spec->liveness = Liveness::kBoth;
   } else {
-    errors->push_back({"liveness", "must be one of probe, heartbeat"});
+    errors->push_back({"liveness", "must be one of probe, heartbeat, both"});
   }
 }
 
 }  // namespace
 
 const char* LivenessName(Liveness liveness) {
-  return liveness == Liveness::kHeartbeat ? "heartbeat" : "probe";
+  switch (liveness) {
+    case Liveness::kHeartbeat:
+      return "heartbeat";
+    case Liveness::kBoth:
+      return "both";
+    case Liveness::kProbe:
+      break;
+  }
+  return "probe";
 }
 
 std::string ValidateProviderName(std::string_view name) {
@@ -272,7 +280,11 @@ Result<Provider> ReadProvider(simdjson::dom::element element) {
     p.spec.metadata = Minify(*metadata);
   }
   // Providers from before SPEC §8 have no `liveness`: they are probed.
-  if (StringMember(object, "liveness") == "heartbeat") p.spec.liveness = Liveness::kHeartbeat;
+  if (const std::string liveness = StringMember(object, "liveness"); liveness == "heartbeat") {
+    p.spec.liveness = Liveness::kHeartbeat;
+  } else if (liveness == "both") {
+    p.spec.liveness = Liveness::kBoth;
+  }
   if (auto seq = Member(object, "seq")) {
     int64_t v = 0;
     if (!seq->get(v)) p.seq = v;

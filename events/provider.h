@@ -20,10 +20,10 @@ inline constexpr size_t kMaxDisplayNameLength = 256;
 inline constexpr std::string_view kDefaultSchemaVersion = "v1alpha1";
 
 // How the control plane learns that a provider is alive (SPEC §8): it probes it (§3.2), or the
-// provider pushes heartbeats (POST /providers/{id}/heartbeat). `both` (probed and beating) is
-// not implemented yet: a registration asking for it is refused with a field error.
-enum class Liveness { kProbe, kHeartbeat };
-// "probe", "heartbeat".
+// provider pushes heartbeats (POST /providers/{id}/heartbeat), or both: probed and beating,
+// failing when either signal fails (projections/health_state.h).
+enum class Liveness { kProbe, kHeartbeat, kBoth };
+// "probe", "heartbeat", "both".
 const char* LivenessName(Liveness liveness);
 
 // What a registration or a full update (PUT) sets. Unknown request fields are dropped.

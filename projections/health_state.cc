@@ -21,15 +21,31 @@ void Remember(HealthRecord& r, const std::string& probe_id, size_t limit) {
   }
 }
 
-// A probe under a newer registration starts the record over: Pending, no streaks.
-bool ResetOnReRegistration(HealthRecord& r, const HealthProbe& p) {
-  if (p.registration_seq <= r.registration_seq) return false;
-  r.registration_seq = p.registration_seq;
+// A probe or beat under a newer registration starts the record over: Pending, no streaks, one
+// signal (a `both` beat of it switches to two again).
+void Reset(HealthRecord& r, int64_t registration_seq) {
+  r.registration_seq = registration_seq;
   r.status = HealthStatus::kPending;
   r.consecutive_failures = 0;
   r.consecutive_successes = 0;
   r.streak_probe_ids.clear();
+  r.both = false;
+  r.probe_status = HealthStatus::kPending;
+  r.beat_status = HealthStatus::kPending;
+}
+
+bool ResetOnReRegistration(HealthRecord& r, const HealthProbe& p) {
+  if (p.registration_seq <= r.registration_seq) return false;
+  Reset(r, p.registration_seq);
   return true;
+}
+
+// The reason of a change of the combined status that a carried probe makes in the projection
+// but did not make in the prober's copy (which then names none at this probe's time).
+std::string ProbeReason(const HealthProbe& p) {
+  if (p.failure == ProbeFailure::kNone) return "healthy probe";
+  if (p.failure == ProbeFailure::kReportedUnhealthy) return "provider reported unhealthy";
+  return "probe failed (" + std::string(ProbeFailureName(p.failure)) + ")";
 }
 
 // The three folds below return the reason of the transition they make ("" for none).
@@ -83,8 +99,11 @@ FoldResult AdoptCarried(HealthRecord& r, const HealthProbe& p) {
   const HealthStatus before = r.status;
   if (r.provider_id.empty()) r.provider_id = p.provider_id;
   r.seq = p.seq;
+  if (s.registration_seq != r.registration_seq) {  // another registration's: one signal again
+    r.both = false;
+    r.probe_status = r.beat_status = HealthStatus::kPending;
+  }
   r.registration_seq = s.registration_seq;
-  r.status = s.status;
   r.consecutive_failures = s.consecutive_failures;
   r.consecutive_successes = s.consecutive_successes;
   r.last_probe_time_ms = p.time_ms;
@@ -92,10 +111,23 @@ FoldResult AdoptCarried(HealthRecord& r, const HealthProbe& p) {
   r.last_result = p.failure == ProbeFailure::kNone ? "healthy" : ProbeFailureName(p.failure);
   r.last_http_status = p.http_status;
   r.last_latency_us = p.latency_us;
-  r.last_transition_time_ms = s.last_transition_time_ms;
-  r.last_transition_reason = s.last_transition_reason;
-  r.last_error = s.last_error;
-  r.last_error_time_ms = s.last_error_time_ms;
+  if (!r.both) {
+    r.status = s.status;
+    r.last_transition_time_ms = s.last_transition_time_ms;
+    r.last_transition_reason = s.last_transition_reason;
+  } else {  // the probe's side only; the transition is the combined status's
+    r.probe_status = s.status;
+    r.status = CombinedHealthStatus(r.probe_status, r.beat_status);
+    if (r.status != before) {
+      r.last_transition_time_ms = p.time_ms;
+      r.last_transition_reason =
+          s.last_transition_time_ms == p.time_ms ? s.last_transition_reason : ProbeReason(p);
+    }
+  }
+  if (!r.both || s.last_error_time_ms >= r.last_error_time_ms) {  // a beat's error may be newer
+    r.last_error = s.last_error;
+    r.last_error_time_ms = s.last_error_time_ms;
+  }
   r.streak_probe_ids = s.earlier_streak_probe_ids;
   r.streak_probe_ids.push_back(p.probe_id);
   if (r.status != before) {
@@ -127,42 +159,97 @@ BeatEffect EffectOf(const HeartbeatRecord& h) {
           "no heartbeat for " + std::to_string(h.timeout_ms) + " ms"};
 }
 
+// Whether `h` is news to `r`: not of an older registration; a beat newer than the newest beat
+// folded; an expiry that timed it.
+bool BeatApplies(const HealthRecord& r, const HeartbeatRecord& h) {
+  if (h.registration_seq != r.registration_seq) return h.registration_seq > r.registration_seq;
+  return h.result == BeatResult::kExpired ? h.last_beat_time_ms >= r.last_beat_time_ms
+                                          : h.last_beat_time_ms > r.last_beat_time_ms;
+}
+
 }  // namespace
+
+HealthStatus CombinedHealthStatus(HealthStatus probe, HealthStatus beat) {
+  for (HealthStatus failing : {HealthStatus::kUnavailable, HealthStatus::kUnhealthy}) {
+    if (probe == failing || beat == failing) return failing;
+  }
+  return probe;
+}
+
+HealthStatus ProbeStatusOf(const HealthRecord& r) { return r.both ? r.probe_status : r.status; }
+
+bool HeartbeatExpired(const HealthRecord& r) {
+  if (r.both) return r.beat_status == HealthStatus::kUnavailable;
+  return r.status == HealthStatus::kUnavailable && r.last_result == kHeartbeatExpiredReason;
+}
+
+void AdoptProbeSignal(HealthRecord& r, const HealthRecord& from) {
+  if (from.registration_seq != r.registration_seq || from.seq <= r.seq) return;
+  HealthRecord merged = from;
+  merged.both = r.both;
+  merged.beat_status = r.beat_status;
+  merged.last_beat_time_ms = r.last_beat_time_ms;
+  merged.probe_status = ProbeStatusOf(from);
+  merged.status =
+      r.both ? CombinedHealthStatus(merged.probe_status, r.beat_status) : merged.probe_status;
+  if (r.last_transition_time_ms > from.last_transition_time_ms) {
+    merged.last_transition_time_ms = r.last_transition_time_ms;
+    merged.last_transition_reason = r.last_transition_reason;
+  }
+  if (r.last_error_time_ms > from.last_error_time_ms) {
+    merged.last_error = r.last_error;
+    merged.last_error_time_ms = r.last_error_time_ms;
+  }
+  r = std::move(merged);
+}
+
+void AdoptBeatSignal(HealthRecord& r, const HealthRecord& from) {
+  if (!from.both || from.registration_seq != r.registration_seq ||
+      (r.both && from.last_beat_time_ms < r.last_beat_time_ms)) {
+    return;
+  }
+  if (!r.both) r.probe_status = r.status;
+  r.both = true;
+  r.beat_status = from.beat_status;
+  r.last_beat_time_ms = from.last_beat_time_ms;
+  r.status = CombinedHealthStatus(r.probe_status, r.beat_status);
+  if (from.last_transition_time_ms > r.last_transition_time_ms) {
+    r.last_transition_time_ms = from.last_transition_time_ms;
+    r.last_transition_reason = from.last_transition_reason;
+  }
+  if (from.last_error_time_ms > r.last_error_time_ms) {
+    r.last_error = from.last_error;
+    r.last_error_time_ms = from.last_error_time_ms;
+  }
+}
 
 FoldResult FoldHeartbeat(HealthRecord& r, const HeartbeatRecord& h) {
   FoldResult result;
-  if (h.registration_seq < r.registration_seq) return result;
-  const bool newer_registration = h.registration_seq > r.registration_seq;
-  if (!newer_registration) {
-    const bool expiry = h.result == BeatResult::kExpired;
-    if (expiry ? h.last_beat_time_ms < r.last_beat_time_ms
-               : h.last_beat_time_ms <= r.last_beat_time_ms) {
-      return result;
-    }
-  }
+  if (!BeatApplies(r, h)) return result;
   result.applied = true;
   const HealthStatus before = r.status;
   if (r.provider_id.empty()) r.provider_id = h.provider_id;
-  if (newer_registration) {
-    r.registration_seq = h.registration_seq;
-    r.status = HealthStatus::kPending;
-    r.consecutive_failures = 0;
-    r.consecutive_successes = 0;
-    r.streak_probe_ids.clear();
+  if (h.registration_seq > r.registration_seq) Reset(r, h.registration_seq);
+  if (h.both && !r.both) {  // two signals from now on; what the probes said so far stays
+    r.both = true;
+    r.probe_status = r.status;
   }
   r.last_beat_time_ms = std::max(r.last_beat_time_ms, h.last_beat_time_ms);
-  r.last_result = BeatResultName(h.result);
   BeatEffect effect = EffectOf(h);
-  if (h.result == BeatResult::kHealthy) {
-    r.consecutive_failures = 0;
-    ++r.consecutive_successes;
-  } else {
-    r.consecutive_successes = 0;
-    r.consecutive_failures = h.result == BeatResult::kExpired ? r.consecutive_failures + 1 : 0;
+  if (h.result != BeatResult::kHealthy) {
     r.last_error = effect.error;
     r.last_error_time_ms = h.time_ms;
   }
-  r.status = effect.status;
+  if (r.both) {  // the probes' counters and last_result are theirs alone
+    r.beat_status = effect.status;
+    r.status = CombinedHealthStatus(r.probe_status, r.beat_status);
+  } else {
+    r.last_result = BeatResultName(h.result);
+    const bool healthy = h.result == BeatResult::kHealthy;
+    r.consecutive_successes = healthy ? r.consecutive_successes + 1 : 0;
+    r.consecutive_failures = h.result == BeatResult::kExpired ? r.consecutive_failures + 1 : 0;
+    r.status = effect.status;
+  }
   if (r.status != before) {
     r.last_transition_time_ms = h.time_ms;
     r.last_transition_reason = effect.reason;
@@ -174,7 +261,7 @@ FoldResult FoldHeartbeat(HealthRecord& r, const HeartbeatRecord& h) {
 
 CarriedHealthState CarriedStateOf(const HealthRecord& r) {
   CarriedHealthState s;
-  s.status = r.status;
+  s.status = ProbeStatusOf(r);  // a `both` provider's probe carries the probes' status alone
   s.registration_seq = r.registration_seq;
   s.consecutive_failures = r.consecutive_failures;
   s.consecutive_successes = r.consecutive_successes;
@@ -204,10 +291,15 @@ FoldResult FoldProbe(HealthRecord& r, const HealthProbe& p) {
   r.last_probe_id = p.probe_id;
   r.last_http_status = p.http_status;
   r.last_latency_us = p.latency_us;
+  if (r.both) r.status = r.probe_status;  // the rules below run on the probes' side alone
   std::string reason = p.failure == ProbeFailure::kNone ? FoldHealthy(r, p, streak_limit)
                        : p.failure == ProbeFailure::kReportedUnhealthy
                            ? FoldReportedUnhealthy(r, p, streak_limit)
                            : FoldFailure(r, p, streak_limit);
+  if (r.both) {
+    r.probe_status = r.status;
+    r.status = CombinedHealthStatus(r.probe_status, r.beat_status);
+  }
   if (r.status != before) {
     // A reset names itself, unless it is the first probe of a new provider.
     if (reset && !first_probe) {
@@ -225,7 +317,7 @@ std::chrono::milliseconds ProbeDelay(const HealthRecord& r, int failure_threshol
                                      std::chrono::milliseconds interval,
                                      std::chrono::milliseconds base_backoff,
                                      std::chrono::milliseconds max_backoff) {
-  if (r.status != HealthStatus::kUnavailable) return interval;
+  if (ProbeStatusOf(r) != HealthStatus::kUnavailable) return interval;
   const int n = std::clamp(r.consecutive_failures - failure_threshold, 0, 40);
   auto delay = base_backoff;
   for (int i = 0; i < n && delay < max_backoff; ++i) delay *= 2;
@@ -277,9 +369,34 @@ std::string EncodeHealthRecord(const HealthRecord& r) {
   }
   out.push_back(']');
   if (r.last_beat_time_ms != 0) number(",\"last_beat_time_ms\":", r.last_beat_time_ms);
+  if (r.both) {
+    out.append(",\"liveness\":\"both\"");
+    text(",\"probe_status\":", HealthStatusName(r.probe_status));
+    text(",\"beat_status\":", HealthStatusName(r.beat_status));
+  }
   out.push_back('}');
   return out;
 }
+
+namespace {
+
+// `"liveness":"both"` and the two signals' statuses (written only for a `both` record); false
+// when unreadable.
+bool ReadTwoSignals(simdjson::dom::object o, HealthRecord& r) {
+  std::string_view liveness;
+  if (o["liveness"].get(liveness) || liveness != "both") return true;
+  std::string_view probe_name, beat_name;
+  if (o["probe_status"].get(probe_name) || o["beat_status"].get(beat_name)) return false;
+  auto probe = ParseHealthStatus(probe_name);
+  auto beat = ParseHealthStatus(beat_name);
+  if (!probe || !beat) return false;
+  r.both = true;
+  r.probe_status = *probe;
+  r.beat_status = *beat;
+  return true;
+}
+
+}  // namespace
 
 Result<HealthRecord> DecodeHealthRecord(std::string_view json) {
   auto parsed = ParseJson(json);
@@ -328,6 +445,7 @@ Result<HealthRecord> DecodeHealthRecord(std::string_view json) {
     }
   }
   if (int64_t beat = 0; !o["last_beat_time_ms"].get(beat)) r.last_beat_time_ms = beat;
+  if (!ReadTwoSignals(o, r)) ok = false;
   auto parsed_status = ParseHealthStatus(status);
   if (!ok || !parsed_status) return MakeError(ErrorCode::kCorruption, "unreadable health record");
   r.status = *parsed_status;

@@ -55,9 +55,33 @@ struct HealthRecord {
   // Liveness by heartbeat (SPEC §8): the newest beat folded (0: none). Stored only when set, so
   // the records of probed providers keep their bytes.
   int64_t last_beat_time_ms = 0;
+  // Liveness `both` (SPEC §8): the two signals kept apart, once a beat recorded as `both` under
+  // the current registration was folded (a probe or beat of a newer registration clears it).
+  // Then `status` is CombinedHealthStatus(probe_status, beat_status), the probe counters and
+  // `last_result` are the probes' alone, and beats set only `beat_status`. Stored only when set,
+  // so the records of probe and heartbeat providers keep their bytes.
+  bool both = false;
+  HealthStatus probe_status = HealthStatus::kPending;  // what the probes alone say
+  HealthStatus beat_status = HealthStatus::kPending;   // what the beats alone say
 
   bool operator==(const HealthRecord&) const = default;
 };
+
+// Liveness `both`: Unavailable if either signal is, else Unhealthy if either is, else the
+// probe's (so Pending until probed). A provider not beaten yet is not failing on heartbeat.
+HealthStatus CombinedHealthStatus(HealthStatus probe, HealthStatus beat);
+// The status the probes alone give `record` (the one ProbeDelay backs off on and a probe
+// carries): `probe_status` in two-signal mode, else `status`.
+HealthStatus ProbeStatusOf(const HealthRecord& record);
+// Whether `record`'s heartbeat has expired (and no beat came since): for a `both` record its
+// beat_status, else its status and last_result (a later probe result cannot hide it).
+bool HeartbeatExpired(const HealthRecord& record);
+// The prober keeps two in-memory copies of a `both` provider's record (probe scheduler,
+// heartbeat tracker), each folding its own signal. Before deciding on a transition, each takes
+// the other signal from `projected` (the local projection), if it is of the same registration
+// and newer; `status` is recomputed without a transition (the projection made it).
+void AdoptProbeSignal(HealthRecord& record, const HealthRecord& projected);
+void AdoptBeatSignal(HealthRecord& record, const HealthRecord& projected);
 
 struct FoldResult {
   bool applied = false;                // false: a duplicate or older probe (seq not newer)
@@ -69,6 +93,11 @@ struct FoldResult {
 // rules above.
 FoldResult FoldProbe(HealthRecord& record, const HealthProbe& probe);
 
+// Liveness `both` (SPEC §8): a record in two-signal mode (HealthRecord::both) folds a probe by the
+// rules above on its `probe_status` and a beat by the rules below on its `beat_status`; the
+// transition is the change of the combined status. A probe carrying a state sets
+// `probe_status` to it (the prober writes the probe's status alone there).
+//
 // Folds a heartbeat record (events/heartbeat_events.h) into `record`, on the same state machine:
 //   a record under a newer registration resets the record first (Pending, counters 0), then
 //   healthy            successes+1, failures 0 ─▶ Ready ("heartbeat")
@@ -77,7 +106,9 @@ FoldResult FoldProbe(HealthRecord& record, const HealthProbe& probe);
 // A beat applies only if it is newer than the newest beat folded (duplicates and stragglers are
 // skipped); an expiry only if it timed the newest beat folded, so a beat recorded before an
 // expiry that had not seen it wins. A record of an older registration is skipped. Leaves the
-// probe fields (seq, last probe) alone. Deterministic.
+// probe fields (seq, last probe) alone. A record with `both` switches `record` to two-signal
+// mode (probe_status: the status so far); in that mode beats leave the counters and
+// `last_result` alone. Deterministic.
 FoldResult FoldHeartbeat(HealthRecord& record, const HeartbeatRecord& heartbeat);
 
 // What `record` (just folded from a probe) carries in that probe's event: the prober sets

@@ -86,11 +86,12 @@ void RegisterSpSimCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--liveness", o.liveness,
                   "probe: DCM probes the providers; heartbeat: they beat every "
-                  "--heartbeat-interval (and delete their registration on exit)")
-      ->check(CLI::IsMember({"probe", "heartbeat"}))
+                  "--heartbeat-interval (and delete their registration on exit); both: they "
+                  "beat and DCM probes them too")
+      ->check(CLI::IsMember({"probe", "heartbeat", "both"}))
       ->capture_default_str();
   cmd->add_option("--heartbeat-interval", flags->heartbeat_interval,
-                  "Between two beats of one provider (--liveness heartbeat)")
+                  "Between two beats of one provider (--liveness heartbeat or both)")
       ->capture_default_str();
   cmd->add_option("--token", o.token,
                   "Bearer token for DCM (dcm-provider role); its subject owns the providers")

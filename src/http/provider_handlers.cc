@@ -225,10 +225,10 @@ void ProviderHeartbeat(const HttpRequest& request, const std::string& id, const 
     return respond(Problem(404, "provider '" + id + "' not found; register it again"));
   }
   const Provider& p = **provider;
-  if (p.spec.liveness != Liveness::kHeartbeat) {
-    return respond(Problem(409, "provider '" + id + "' has liveness " +
-                                    LivenessName(p.spec.liveness) +
-                                    "; register it with liveness heartbeat to send heartbeats"));
+  if (p.spec.liveness == Liveness::kProbe) {
+    return respond(
+        Problem(409, "provider '" + id + "' has liveness " + LivenessName(p.spec.liveness) +
+                         "; register it with liveness heartbeat (or both) to send heartbeats"));
   }
   if (!ctx.heartbeat) {
     return respond(Problem(503, "this instance does not take heartbeats (health checking is off)"));

@@ -32,6 +32,10 @@ void WriteHealthDetail(JsonWriter& w, const HealthRecord* health, int64_t regist
   if (health && health->last_beat_time_ms > 0) {
     w.Field("last_heartbeat_time", FormatRfc3339Millis(health->last_beat_time_ms));
   }
+  if (current && health->both) {  // liveness both: each signal's own status (SPEC §8)
+    w.Field("probe_status", HealthStatusName(health->probe_status));
+    w.Field("heartbeat_status", HealthStatusName(health->beat_status));
+  }
   w.EndObject();
 }
 

@@ -365,8 +365,9 @@ Status ValidateOptions(SpSimOptions& options) {
       options.register_backoff_cap < options.register_backoff_base) {
     return bad("register backoff must be positive with cap >= base");
   }
-  if (options.liveness != "probe" && options.liveness != "heartbeat") {
-    return bad("liveness must be probe or heartbeat");
+  if (options.liveness != "probe" && options.liveness != "heartbeat" &&
+      options.liveness != "both") {
+    return bad("liveness must be probe, heartbeat or both");
   }
   if (options.heartbeat_interval.count() <= 0) return bad("heartbeat_interval must be positive");
   if (options.register_with_dcm) {
@@ -399,7 +400,7 @@ Result<std::unique_ptr<SpSim>> SpSim::Start(SpSimOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->dcm_urls = SplitUrls(impl->options.dcm_url);
-  impl->heartbeat = impl->options.liveness == "heartbeat";
+  impl->heartbeat = impl->options.liveness != "probe";  // heartbeat, or both (beats and probes)
   impl->shared.version = impl->options.version;
   impl->shared.epoch_ms = SystemMillis();
   impl->shared.shared_ports = impl->options.ports > 0;

@@ -133,7 +133,8 @@ struct SpSimOptions {
   // "probe" (DCM probes GET {endpoint}/health; registration carries no liveness field) or
   // "heartbeat": providers register with "liveness":"heartbeat", then beat
   // (PUT {api_prefix}/providers/{id}/heartbeat) every heartbeat_interval, register again on a
-  // 404, and delete their registration on Stop (heartbeat_client.h).
+  // 404, and delete their registration on Stop (heartbeat_client.h); "both": the same with
+  // "liveness":"both", and DCM probes them too.
   std::string liveness = "probe";
   std::chrono::milliseconds heartbeat_interval{5000};
   // Bearer token sent with every registration (a DCM with authentication: a token with the

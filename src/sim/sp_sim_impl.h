@@ -24,7 +24,7 @@ namespace dcm::sim {
 struct SpSim::Impl {
   SpSimOptions options;
   std::vector<std::string> dcm_urls;           // options.dcm_url split at commas
-  bool heartbeat = false;                      // options.liveness == "heartbeat"
+  bool heartbeat = false;                      // options.liveness heartbeat or both
   http::HttpClientOptions dcm_client_options;  // TLS toward DCM and the bearer token
   std::shared_ptr<spdlog::logger> logger = Logger("sp-sim");
   std::unique_ptr<http::HttpServer> providers_server;

@@ -43,7 +43,7 @@ std::string SpSim::Impl::RegistrationBody(const Provider& p) const {
   w.Field("region_code", *p.region_code);
   w.Field("zone", p.zone());
   w.EndObject();
-  if (heartbeat) w.Field("liveness", "heartbeat");
+  if (heartbeat) w.Field("liveness", options.liveness);  // heartbeat or both
   w.EndObject();
   return w.Take();
 }
@@ -147,8 +147,8 @@ std::optional<std::chrono::milliseconds> SpSim::Impl::HeartbeatOnce(
   }
   if (step.registered) {
     registered.fetch_add(1, std::memory_order_relaxed);
-    logger->info("msg=\"registered\" name={} id={} endpoint={} liveness=heartbeat dcm_url={}",
-                 p.name, *hb.id(), p.endpoint, dcm_urls[hb.url()]);
+    logger->info("msg=\"registered\" name={} id={} endpoint={} liveness={} dcm_url={}", p.name,
+                 *hb.id(), p.endpoint, options.liveness, dcm_urls[hb.url()]);
     Announce("registered name=" + p.name + " id=" + *hb.id() + " endpoint=" + p.endpoint);
   } else if (was_registered && !hb.registered()) {
     registered.fetch_sub(1, std::memory_order_relaxed);

@@ -302,5 +302,83 @@ TEST(HeartbeatTrackerGcTest, NothingIsCollectedWhenGcIsOff) {
   EXPECT_TRUE(tracker.GcDue(kT0 + 86400000).empty());
 }
 
+// Liveness `both` (SPEC §8): the provider is probed too; the tracker decides its expiry alone.
+class BothTrackerTest : public testing::Test {
+ protected:
+  BothTrackerTest() : tracker_(HeartbeatOptions{milliseconds(12000), milliseconds(60000)}) {
+    // The projection: probed Ready, never beaten.
+    HealthProbe probe;
+    probe.probe_id = "p0";
+    probe.provider_id = "edge-1";
+    probe.time_ms = probe.seq = kT0 - 1000;
+    probe.registration_seq = 1;
+    FoldProbe(projected_, probe);
+    tracker_.Upsert("edge-1", 1, projected_, /*both=*/true);
+  }
+
+  // A probe folded into the projection (as the prober's own probes are).
+  void ProbeAt(int64_t at_ms, ProbeFailure failure) {
+    HealthProbe probe;
+    probe.probe_id = "p-" + std::to_string(at_ms);
+    probe.provider_id = "edge-1";
+    probe.time_ms = probe.seq = at_ms;
+    probe.registration_seq = 1;
+    probe.failure = failure;
+    FoldProbe(projected_, probe);
+  }
+
+  // A beat, with the record it produced (if any) folded into the projection.
+  BeatOutcome BeatAt(int64_t at_ms) {
+    auto out = tracker_.Beat("edge-1", BeatResult::kHealthy, at_ms, projected_, "b");
+    EXPECT_TRUE(out.has_value());
+    if (out && out->record) FoldHeartbeat(projected_, *out->record);
+    return out ? *out : BeatOutcome{};
+  }
+
+  HeartbeatTracker tracker_;
+  HealthRecord projected_;
+};
+
+TEST_F(BothTrackerTest, TheFirstBeatIsRecordedAsBothThoughTheStatusStaysReady) {
+  EXPECT_FALSE(tracker_.NextDeadline().has_value()) << "expiry starts with the first beat";
+  const BeatOutcome out = BeatAt(kT0);
+  ASSERT_TRUE(out.record.has_value()) << "the projection must learn of two signals at once";
+  EXPECT_TRUE(out.record->both);
+  EXPECT_FALSE(out.change.has_value());
+  EXPECT_EQ(out.health.status, HealthStatus::kReady);
+  EXPECT_TRUE(projected_.both);
+  EXPECT_EQ(tracker_.NextDeadline(), kT0 + 12000);
+}
+
+TEST_F(BothTrackerTest, ABeatDoesNotRecoverAProviderWhoseProbesFail) {
+  BeatAt(kT0);
+  for (int64_t t : {kT0 + 1000, kT0 + 2000, kT0 + 3000}) ProbeAt(t, ProbeFailure::kTimeout);
+  ASSERT_EQ(projected_.status, HealthStatus::kUnavailable);
+  const BeatOutcome out = BeatAt(kT0 + 5000);
+  EXPECT_EQ(out.health.status, HealthStatus::kUnavailable) << "the reply shows both signals";
+  EXPECT_FALSE(out.change.has_value());
+}
+
+TEST_F(BothTrackerTest, AnExpiryIsDecidedOnceThoughLaterProbesOverwriteTheLastResult) {
+  BeatAt(kT0);
+  auto expired = tracker_.Expire("edge-1", kT0 + 12000, projected_, "x");
+  ASSERT_TRUE(expired.has_value());
+  ASSERT_TRUE(expired->record.has_value());
+  EXPECT_TRUE(expired->record->both);
+  ASSERT_TRUE(expired->change.has_value());
+  EXPECT_EQ(expired->change->reason, "heartbeat_expired");
+  FoldHeartbeat(projected_, *expired->record);
+  ProbeAt(kT0 + 13000, ProbeFailure::kNone);  // last_result "healthy" again
+  EXPECT_EQ(projected_.status, HealthStatus::kUnavailable);
+  EXPECT_TRUE(tracker_.Due(kT0 + 60000).empty());
+  EXPECT_FALSE(tracker_.Expire("edge-1", kT0 + 60000, projected_, "y").has_value());
+  HeartbeatTracker next(HeartbeatOptions{milliseconds(12000), milliseconds(60000)});
+  next.Upsert("edge-1", 1, projected_, true);  // a takeover from the log
+  EXPECT_TRUE(next.Due(kT0 + 600000).empty());
+  const BeatOutcome back = BeatAt(kT0 + 14000);
+  ASSERT_TRUE(back.change.has_value());
+  EXPECT_EQ(back.change->to, HealthStatus::kReady);
+}
+
 }  // namespace
 }  // namespace dcm

@@ -5,9 +5,13 @@ heartbeat one), becomes Ready on its first beat, Unavailable with heartbeat_expi
 after its last beat, and Ready again on the next one. Its beats are recorded coalesced. A beat
 for an unknown id answers 404. With two instances, beats sent to one of them keep every
 provider Ready (the non-owner forwards them), and each silent provider is expired exactly once,
-by the owner of its partition."""
+by the owner of its partition. A `liveness: both` provider is Ready on its probes before its
+first beat, Unavailable when its heartbeat expires though its probes answer healthy, and
+Unavailable when its probes fail though it keeps beating (issue #14, `both`)."""
 
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import re
+import threading
 from datetime import datetime, timezone
 import socket
 import sys
@@ -28,6 +32,31 @@ def closed_port():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind(("127.0.0.1", 0))
     return s, s.getsockname()[1]
+
+
+class HealthyEndpoint:
+    """A provider endpoint whose GET /health answers 200 {"status":"healthy"}."""
+
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b'{"status":"healthy"}'
+                self.send_response(200 if self.path.endswith("/health") else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def metric(text, name, labels=""):
@@ -52,8 +81,8 @@ class HeartbeatTest(unittest.TestCase):
         cls.server.stop()
         cls.sock.close()
 
-    def register(self, name, liveness):
-        body = {"name": name, "endpoint": f"http://127.0.0.1:{self.port}/api",
+    def register(self, name, liveness, endpoint=None):
+        body = {"name": name, "endpoint": endpoint or f"http://127.0.0.1:{self.port}/api",
                 "service_type": "vm", "liveness": liveness}
         r = self.c.post(f"{API}/providers?id={name}", body)
         self.assertEqual(r.status, 201, r)
@@ -160,6 +189,64 @@ class HeartbeatTest(unittest.TestCase):
         self.assertEqual(metric(metrics, "dcm_heartbeats_total"), 5)
         self.assertEqual(metric(metrics, "dcm_heartbeat_expiries_total"), 1)
         self.assertGreater(metric(metrics, "dcm_probes_total", 'result="connect"'), 0)
+
+    def test_03_both_is_unavailable_when_either_signal_fails(self):
+        endpoint = HealthyEndpoint()
+        self.addCleanup(endpoint.close)
+        ok = self.register("edge-both-ok", "both", endpoint.url)  # answers its probes
+        down = self.register("edge-both-down", "both")  # closed port: its probes fail
+
+        # Never beaten: Ready on its probes alone (expiry starts with the first beat).
+        wait_until(lambda: self.provider(ok)["health_status"] == "Ready", timeout=10,
+                   what="Ready on probes before any beat")
+        first = self.beat(ok)
+        self.assertEqual((first["status"], first["probe_status"], first["heartbeat_status"]),
+                         ("Ready", "Ready", "Ready"), first)
+        last_beat_ms = rfc3339_ms(first["last_heartbeat_time"])
+
+        # `ok` falls silent while `down` keeps beating: `ok` expires (its probes still answer
+        # healthy), `down` is Unavailable on its failing probes (its beats do not recover it).
+        def ok_expired():
+            reply = self.beat(down)
+            self.assertEqual(reply["heartbeat_status"], "Ready", reply)
+            p = self.provider(ok)
+            return p if p["health_status"] == "Unavailable" else None
+        p = wait_until(ok_expired, timeout=TIMEOUT_S + 5, interval=0.5, what="ok expired")
+        health = p["health"]
+        self.assertEqual(health["last_transition_reason"], "heartbeat_expired", health)
+        self.assertEqual((health["probe_status"], health["heartbeat_status"]),
+                         ("Ready", "Unavailable"), health)
+        decided_s = (rfc3339_ms(health["last_transition_time"]) - last_beat_ms) / 1000
+        self.assertLessEqual(abs(decided_s - TIMEOUT_S), PRECISION_S, health)
+        expired_ms = rfc3339_ms(health["last_transition_time"])
+        wait_until(lambda: rfc3339_ms(self.provider(ok)["health"]["last_probe_time"]) >
+                   expired_ms + 1000, timeout=5, what="healthy probes after the expiry")
+        self.assertEqual(self.provider(ok)["health_status"], "Unavailable")
+
+        d = self.beat(down)
+        self.assertEqual((d["status"], d["probe_status"], d["heartbeat_status"]),
+                         ("Unavailable", "Unavailable", "Ready"), d)
+        self.assertEqual(d["last_transition_reason"], "3 consecutive failures (connect)", d)
+
+        # A beat brings `ok` back: both signals healthy again.
+        again = self.beat(ok)
+        self.assertEqual(again["status"], "Ready", again)
+        wait_until(lambda: self.provider(ok)["health_status"] == "Ready", timeout=5,
+                   what="ok Ready again")
+
+        # History holds both signals; as_of agrees with what the projection showed.
+        types = {e["type"] for e in self.history_types(ok)}
+        self.assertTrue({"dcm.provider.health_probed", "dcm.provider.heartbeat_recorded",
+                         "dcm.provider.health_changed"} <= types, types)
+
+        def as_of_status(ms):
+            t = datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+            r = self.c.get(f"{API}/providers/{ok}?as_of={t[:-3]}Z")
+            return r.json()["health_status"] if r.status == 200 else r
+        between_ms = (expired_ms + rfc3339_ms(again["last_heartbeat_time"])) // 2
+        wait_until(lambda: as_of_status(between_ms) == "Unavailable", timeout=5,
+                   what="as_of between the expiry and the next beat")
+        self.assertEqual(as_of_status(last_beat_ms + 1000), "Ready")
 
 
 

@@ -85,6 +85,7 @@ TEST(EventSummaryTest, GoldenSummariesReadAsDocumented) {
        "heartbeat expired: no beat for 12000 ms"},
       {"dcm.provider.heartbeat_recorded.v1.forwarded.json",
        "heartbeat reported unhealthy (1 beat, forwarded)"},
+      {"dcm.provider.heartbeat_recorded.v1.both.json", "heartbeat expired: no beat for 12000 ms"},
   };
   for (const auto& [file, summary] : expected) {
     EXPECT_EQ(SummarizeEvent(LoadGolden(file)), summary) << file;

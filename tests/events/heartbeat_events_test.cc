@@ -66,6 +66,18 @@ TEST(HeartbeatEventsTest, ARecordWithoutForwardedIsTheOwnersAndFreshIdsAreMadeWh
   EXPECT_FALSE(decoded->forwarded);
 }
 
+TEST(HeartbeatEventsTest, ABothProvidersRecordSaysSoAndOthersKeepTheirBytes) {
+  HeartbeatRecord r = SampleRecord();
+  const CloudEvent plain = EncodeHeartbeatRecord(r, "dcm/prober/dcm-1");
+  EXPECT_EQ(plain.data.find("both"), std::string::npos);
+  r.both = true;
+  const CloudEvent both = EncodeHeartbeatRecord(r, "dcm/prober/dcm-1");
+  EXPECT_TRUE(both.data.ends_with(R"("both":true})")) << both.data;
+  auto decoded = DecodeHeartbeatRecord(both);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, r);
+}
+
 TEST(HeartbeatEventsTest, MalformedDataIsCorruptionNotACrash) {
   for (const char* data :
        {"[]", "{}", "not json",
@@ -76,7 +88,9 @@ TEST(HeartbeatEventsTest, MalformedDataIsCorruptionNotACrash) {
         R"({"provider_id":"edge-7","seq":-1,"registration_seq":1,"result":"healthy","beats":1,)"
         R"("last_beat_time_ms":1,"timeout_ms":1})",
         R"({"provider_id":"edge-7","seq":1,"registration_seq":1,"result":"healthy","beats":1,)"
-        R"("last_beat_time_ms":1,"timeout_ms":1,"forwarded":"yes"})"}) {
+        R"("last_beat_time_ms":1,"timeout_ms":1,"forwarded":"yes"})",
+        R"({"provider_id":"edge-7","seq":1,"registration_seq":1,"result":"healthy","beats":1,)"
+        R"("last_beat_time_ms":1,"timeout_ms":1,"both":1})"}) {
     SCOPED_TRACE(data);
     auto decoded = DecodeHeartbeatRecord(WithData(data));
     ASSERT_FALSE(decoded.has_value());

@@ -137,13 +137,9 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"LivenessUnknown",
                     {{"liveness", R"("push")"}},
                     "liveness",
-                    "must be one of probe, heartbeat"},
+                    "must be one of probe, heartbeat, both"},
         InvalidCase{
             "LivenessNumber", {{"liveness", "1"}}, "liveness", "must be a string, got number"},
-        InvalidCase{"LivenessBothIsNotSupportedYet",
-                    {{"liveness", R"("both")"}},
-                    "liveness",
-                    "not supported yet"},
         InvalidCase{"MetadataTooLarge",
                     {{"metadata", R"({"blob":")" + std::string(kMaxMetadataBytes, 'x') + "\"}"}},
                     "metadata",
@@ -379,7 +375,7 @@ TEST(ProviderCodecTest, EncodesTheStoredFieldOrder) {
             R"("seq":42})");
 }
 
-TEST(ParseProviderSpecTest, LivenessDefaultsToProbeAndAcceptsHeartbeatInAnyCase) {
+TEST(ParseProviderSpecTest, LivenessDefaultsToProbeAndAcceptsHeartbeatAndBothInAnyCase) {
   auto absent = Parse(Body());
   ASSERT_TRUE(absent.has_value());
   EXPECT_EQ(absent->liveness, Liveness::kProbe);
@@ -387,6 +383,11 @@ TEST(ParseProviderSpecTest, LivenessDefaultsToProbeAndAcceptsHeartbeatInAnyCase)
     auto spec = Parse(Body({{"liveness", value}}));
     ASSERT_TRUE(spec.has_value()) << spec.error().message;
     EXPECT_EQ(spec->liveness, Liveness::kHeartbeat);
+  }
+  for (const char* value : {R"("both")", R"("BOTH")"}) {
+    auto spec = Parse(Body({{"liveness", value}}));
+    ASSERT_TRUE(spec.has_value()) << spec.error().message;
+    EXPECT_EQ(spec->liveness, Liveness::kBoth);
   }
   auto probe = Parse(Body({{"liveness", R"("probe")"}}));
   ASSERT_TRUE(probe.has_value());
@@ -406,6 +407,16 @@ TEST(ProviderCodecTest, AHeartbeatProviderRoundTripsAndAProbedOneKeepsItsOldByte
                          R"("liveness":"heartbeat",)"),
             std::string::npos)
       << encoded;
+  auto decoded = DecodeProvider(encoded);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_EQ(*decoded, p);
+}
+
+TEST(ProviderCodecTest, ABothProviderRoundTrips) {
+  Provider p = SampleProvider();
+  p.spec.liveness = Liveness::kBoth;
+  const std::string encoded = EncodeProvider(p);
+  EXPECT_NE(encoded.find(R"("liveness":"both",)"), std::string::npos) << encoded;
   auto decoded = DecodeProvider(encoded);
   ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
   EXPECT_EQ(*decoded, p);

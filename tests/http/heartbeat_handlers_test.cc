@@ -27,6 +27,7 @@ class HeartbeatHandlersTest : public HandlersTest {
       h.registration_seq = p.seq;
       h.result = result;
       h.timeout_ms = 12000;
+      h.both = p.spec.liveness == Liveness::kBoth;
       HealthRecord record;
       FoldHeartbeat(record, h);
       return record;
@@ -110,6 +111,23 @@ TEST_F(HeartbeatHandlersTest, AProbedProviderRefusesHeartbeatsWith409) {
   ASSERT_EQ(r.status, 409) << r.body;
   EXPECT_NE(Parse(r).Str("detail").find("liveness probe"), std::string::npos);
   EXPECT_TRUE(beats_.empty());
+}
+
+TEST_F(HeartbeatHandlersTest, ABothProviderTakesBeatsAndShowsEachSignalPendingUntilProbed) {
+  auto reg = Call("POST", "/api/v1alpha1/providers?id=edge-b",
+                  R"({"name":"edge-b","endpoint":"http://127.0.0.1:9/api",)"
+                  R"("service_type":"vm","liveness":"Both"})");
+  ASSERT_EQ(reg.status, 201) << reg.body;
+  EXPECT_EQ(Parse(reg).Str("liveness"), "both");
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/providers/edge-b")).Str("liveness"), "both");
+  auto r = Call("PUT", "/api/v1alpha1/providers/edge-b/heartbeat", "", {});
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = Parse(r);
+  EXPECT_EQ(body.Str("status"), "Pending") << "Ready needs the probes too";
+  EXPECT_EQ(body.Str("probe_status"), "Pending");
+  EXPECT_EQ(body.Str("heartbeat_status"), "Ready");
+  ASSERT_EQ(beats_.size(), 1u);
+  EXPECT_EQ(beats_[0], std::make_pair(std::string("edge-b"), BeatResult::kHealthy));
 }
 
 TEST_F(HeartbeatHandlersTest, AnInstanceWithoutAProberAnswers503) {

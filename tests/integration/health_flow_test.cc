@@ -816,6 +816,65 @@ TEST_F(HealthFlowTest, AHeartbeatProviderIsNeverProbedReadyOnABeatExpiredAfterTh
   EXPECT_EQ(changes[2].to, HealthStatus::kReady);
 }
 
+// Liveness both (SPEC §8): probed at the interval and tracked by its beats; either signal failing
+// makes it Unavailable, and it is Ready only when neither fails.
+TEST_F(HealthFlowTest, ABothProviderIsUnavailableWhenEitherSignalFailsAndReadyWhenNeitherDoes) {
+  HealthCheckConfig health = FastHealth();
+  health.heartbeat_timeout = 2s;
+  Instance& in = AddInstance("a", health);
+  ASSERT_TRUE(in.Start());
+  ASSERT_TRUE(WaitForSplit({&in}, 0));
+  const std::string name = Unique("both");
+  auto both = in.Register(name, EndpointOf(name), Liveness::kBoth);
+  ASSERT_TRUE(both) << both.error().message;
+  const std::string id = both->provider.id;
+  EXPECT_EQ(both->provider.spec.liveness, Liveness::kBoth);
+  auto status_is = [&](HealthStatus wanted) {
+    auto r = in.Health(id);
+    return r && r->status == wanted;
+  };
+  auto beat = [&] {
+    auto reply = in.prober->Beat(both->provider, BeatResult::kHealthy);
+    EXPECT_TRUE(reply) << reply.error().message;
+    return reply ? reply->status : HealthStatus::kPending;
+  };
+  // Never beaten: Ready on its probes alone, and it never expires.
+  ASSERT_TRUE(WaitUntil([&] { return status_is(HealthStatus::kReady); }, 5s));
+  EXPECT_EQ(in.prober->HeartbeatProviders(), std::vector<std::string>{id});
+  EXPECT_EQ(beat(), HealthStatus::kReady);
+  ASSERT_TRUE(WaitUntil([&] { return in.Health(id) && in.Health(id)->both; }, 5s));
+
+  // The beats stop: Unavailable (heartbeat_expired) while the probes keep answering healthy.
+  ASSERT_TRUE(WaitUntil([&] { return status_is(HealthStatus::kUnavailable); }, 5s));
+  EXPECT_EQ(in.Health(id)->last_transition_reason, "heartbeat_expired");
+  const size_t checks = in.checker.Checks(id);
+  ASSERT_TRUE(WaitUntil([&] { return in.checker.Checks(id) >= checks + 2; }, 5s));
+  EXPECT_EQ(in.Health(id)->status, HealthStatus::kUnavailable) << "healthy probes do not recover";
+  EXPECT_EQ(beat(), HealthStatus::kReady);
+  ASSERT_TRUE(WaitUntil([&] { return status_is(HealthStatus::kReady); }, 5s));
+
+  // The probes fail while it keeps beating: Unavailable; healthy probes make it Ready again.
+  in.checker.AnswerFromNowOn(HealthUrlOf(name), Transport(ProbeFailure::kConnect, "refused"));
+  ASSERT_TRUE(WaitUntil([&] { return beat() == HealthStatus::kUnavailable; }, 5s));
+  EXPECT_EQ(in.Health(id)->last_transition_reason, "3 consecutive failures (connect)");
+  EXPECT_EQ(in.Health(id)->beat_status, HealthStatus::kReady);
+  in.checker.AnswerFromNowOn(HealthUrlOf(name), Healthy());
+  ASSERT_TRUE(WaitUntil([&] { return beat() == HealthStatus::kReady; }, 10s));
+  ASSERT_TRUE(WaitUntil([&] { return status_is(HealthStatus::kReady); }, 5s));
+
+  HealthLog log(*env_);
+  ASSERT_TRUE(log.CatchUp());
+  std::vector<std::pair<HealthStatus, std::string>> changes;
+  for (const auto& c : log.Changes(id)) changes.emplace_back(c.to, c.reason);
+  const std::vector<std::pair<HealthStatus, std::string>> expected = {
+      {HealthStatus::kReady, "healthy probe"},
+      {HealthStatus::kUnavailable, "heartbeat_expired"},
+      {HealthStatus::kReady, "heartbeat"},
+      {HealthStatus::kUnavailable, "3 consecutive failures (connect)"},
+      {HealthStatus::kReady, "healthy probe"}};
+  EXPECT_EQ(changes, expected);
+}
+
 TEST_F(HealthFlowTest, ASurvivorExpiresTheHeartbeatProvidersItTakesOverFromTheLoggedLastBeat) {
   HealthCheckConfig health = FastHealth();
   health.heartbeat_timeout = 4s;

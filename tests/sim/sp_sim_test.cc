@@ -759,6 +759,28 @@ TEST_F(SpSimTest, HeartbeatProvidersRegisterForHeartbeatsBeatAndRegisterAgainWhe
   EXPECT_EQ(dcm.log().back(), "DELETE /api/v1alpha1/providers/id-sim-vm-0 ");
 }
 
+TEST_F(SpSimTest, BothProvidersRegisterWithLivenessBothBeatAndAnswerProbes) {
+  FakeHeartbeatDcm dcm;
+  SpSimOptions options;
+  options.count = 1;
+  options.service_types = {"vm"};
+  options.dcm_url = dcm.url();
+  options.liveness = "both";
+  options.heartbeat_interval = 50ms;
+  Start(options);
+  ASSERT_TRUE(WaitFor([&] { return Provider(0).heartbeats >= 2; }));
+  const auto log = dcm.log();
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log[0].find(R"("liveness":"both")"), std::string::npos) << log[0];
+  EXPECT_EQ(log[1], R"(PUT /api/v1alpha1/providers/id-sim-vm-0/heartbeat {"status":"healthy"})");
+  auto probe = Health(0);
+  ASSERT_TRUE(probe.has_value()) << probe.error().message;
+  EXPECT_EQ(probe->status, 200);
+  EXPECT_EQ(Provider(0).health_probes, 1u);
+  sim_->Stop();  // deletes the registration, like a heartbeat provider
+  EXPECT_EQ(dcm.log().back(), "DELETE /api/v1alpha1/providers/id-sim-vm-0 ");
+}
+
 TEST_F(SpSimTest, ProbeProvidersRegisterWithoutLivenessAndAreNotDeletedOnStop) {
   FakeHeartbeatDcm dcm;
   SpSimOptions options;
@@ -809,7 +831,7 @@ TEST(SpSimOptionsTest, RejectsInvalidOptions) {
   options.register_concurrency = 0;
   EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
   options = SpSimOptions{};
-  options.liveness = "both";
+  options.liveness = "push";
   EXPECT_EQ(SpSim::Start(options).error().code, ErrorCode::kInvalidArgument);
   options = SpSimOptions{};
   options.heartbeat_interval = 0ms;
