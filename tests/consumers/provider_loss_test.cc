@@ -27,16 +27,14 @@ Resource On(const std::string& id, const std::string& provider_id, int64_t place
   return r;
 }
 
-ProviderChange Removed(const char* by) {
-  return {"p1", std::nullopt, by, "req-gc-1", kRemovedAt};
-}
+ProviderChange Removed(const char* by) { return {"p1", std::nullopt, by, "req-gc-1", kRemovedAt}; }
 
 TEST(ProviderLossTest, EveryLiveResourcePlacedBeforeTheRemovalGetsOneRecoveryRequest) {
   const std::vector<Resource> resources = {
       On("r1", "p1", kRemovedAt - 5000), On("r2", "p1", kRemovedAt - 1),
-      On("r3", "p2", kRemovedAt - 5000),                // another provider
-      On("r4", "p1", kRemovedAt - 5000, "LOST"),        // lost already
-      On("r5", "p1", kRemovedAt + 1000)};               // on a later registration of the id
+      On("r3", "p2", kRemovedAt - 5000),          // another provider
+      On("r4", "p1", kRemovedAt - 5000, "LOST"),  // lost already
+      On("r5", "p1", kRemovedAt + 1000)};         // on a later registration of the id
   const auto requests = LossRequests(Removed(event_type::kExpired), resources, true, 42);
   ASSERT_EQ(requests.size(), 2u);
   for (const auto& r : requests) {
@@ -78,7 +76,8 @@ TEST(ProviderLossTest, WithoutRehydrationTheResourcesAreOnlyMarkedLost) {
 TEST(ProviderLossTest, AnIdChangeOrAnUpsertLosesNothing) {
   const std::vector<Resource> resources = {On("r1", "p1", kRemovedAt - 5000)};
   EXPECT_TRUE(LossRequests(Removed(event_type::kIdChanged), resources, true, 1).empty());
-  EXPECT_TRUE(LossRequests(ProviderChange{"p1", Provider{}, "", "", 0}, resources, true, 1).empty());
+  EXPECT_TRUE(
+      LossRequests(ProviderChange{"p1", Provider{}, "", "", 0}, resources, true, 1).empty());
 }
 
 }  // namespace
