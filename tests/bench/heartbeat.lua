@@ -1,6 +1,8 @@
 -- wrk script: heartbeat load (issue #14, tests/bench/heartbeat_bench.py).
 --   MODE=register: POST /api/v1alpha1/providers?id=hb-<i> (liveness heartbeat) once per i in
---                  [0, PROVIDERS), split over the THREADS threads; each thread stops when done.
+--                  [0, PROVIDERS), split over the THREADS threads; each thread stops when done
+--                  and writes DONE_DIR/<thread> holding its count of answers other than 201/200
+--                  (wrk itself runs for its whole duration).
 --   MODE=beat:     POST /api/v1alpha1/providers/hb-<i>/heartbeat, round robin over PROVIDERS,
 --                  each connection waiting DELAY_MS between an answer and its next beat (pacing).
 -- Usage: MODE=beat PROVIDERS=20000 THREADS=2 DELAY_MS=10 \
@@ -16,7 +18,7 @@ local providers = tonumber(os.getenv("PROVIDERS") or "20000")
 local threads = tonumber(os.getenv("THREADS") or "1")
 local delay_ms = tonumber(os.getenv("DELAY_MS") or "0")
 local headers = {["Content-Type"] = "application/json"}
-local next_index, quota, answered = 0, 0, 0
+local next_index, quota, answered, failed = 0, 0, 0, 0
 
 function init(args)
   next_index = tid - 1
@@ -40,8 +42,14 @@ function delay()
   return delay_ms
 end
 
--- wrk itself counts the answers that are not 2xx.
 function response(status, headers, body)
   answered = answered + 1
-  if mode == "register" and answered >= quota then wrk.thread:stop() end
+  if mode ~= "register" then return end  -- wrk counts the beats' answers that are not 2xx
+  if status ~= 201 and status ~= 200 then failed = failed + 1 end
+  if answered == quota then
+    local marker = io.open(os.getenv("DONE_DIR") .. "/" .. tid, "w")
+    marker:write(tostring(failed))
+    marker:close()
+    wrk.thread:stop()
+  end
 end

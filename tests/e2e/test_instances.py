@@ -387,12 +387,23 @@ class InstancesTest(Base):
         r = self.c.post(f"{API}/service-type-instances?id={sid}",
                         {"provider_name": name, "spec": {"service_type": "storage"}})
         self.assertEqual(r.status, 201, r)
+        # A resource placed on it (the only storage provider) goes with it: LOST (SPEC §8; this
+        # server does not rehydrate on provider loss, so it is only marked).
+        r = self.c.post(f"{API}/resources", {"spec": {"service_type": "storage"}})
+        self.assertEqual(r.status, 201, r)
+        rid = r.json()["id"]
+        self.assertEqual(r.json()["provider_name"], name)
         p = self.assertProblem(self.c.request("DELETE", f"{API}/providers/{pid}"), 409)
         self.assertIn("live", p["detail"])
         self.assertEqual(self.c.get(f"{API}/providers/{pid}").status, 200)
         r = self.c.request("DELETE", f"{API}/providers/{pid}?force=true")
         self.assertEqual(r.status, 204, r)
         self.assertProblem(self.c.get(f"{API}/providers/{pid}"), 404)
+        wait_until(lambda: self.c.get(f"{API}/resources/{rid}").json()["status"] == "LOST",
+                   timeout=10, interval=0.1, what="the force-deleted provider's resource LOST")
+        reasons = [e["data"].get("reason") for e in self.facts(rid)
+                   if e["type"] == "dcm.resource.lost"]
+        self.assertEqual(reasons, ["provider_deleted"])
 
     def test_08_sp_status_events_set_the_instance_status(self):
         created = self.create_ok()
