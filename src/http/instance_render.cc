@@ -23,11 +23,22 @@ std::string Render(const T& entity, const std::string& status, const std::string
   return w.Take();
 }
 
-// The SP-reported status of `instance_id`, else (with `instance`) the service-type instance's
-// status; "" when neither is known.
+// Whether `resource_id` is LOST (SPEC §8): its provider is gone, so nothing it reported holds.
+Result<bool> Lost(const InstanceView& view, const std::string& resource_id) {
+  if (resource_id.empty()) return false;
+  auto resource = view.GetResource(resource_id);
+  if (!resource) return tl::unexpected(resource.error());
+  const std::optional<Resource>& found = *resource;
+  return found.has_value() && found->status == kLostStatus;
+}
+
+// LOST, else the SP-reported status of `instance_id`, else (with `instance`) the service-type
+// instance's status; "" when none is known.
 Result<std::string> ReportedStatus(const InstanceView& view, const std::string& instance_id,
                                    bool instance) {
   if (instance_id.empty()) return std::string();
+  ASSIGN_OR_RETURN(const bool lost, Lost(view, instance_id));
+  if (lost) return std::string(kLostStatus);
   ASSIGN_OR_RETURN(auto sp, view.GetSpStatus(instance_id));
   if (sp && !sp->status.empty()) return sp->status;
   if (!instance) return std::string();
@@ -46,6 +57,7 @@ Result<std::string> StatusOf(const InstanceView& view, const CatalogItemInstance
 }
 
 Result<std::string> StatusOf(const InstanceView& view, const Resource& resource) {
+  if (resource.status == kLostStatus) return resource.status;
   ASSIGN_OR_RETURN(auto status, ReportedStatus(view, resource.id, true));
   if (!status.empty()) return status;
   return resource.status.empty() ? std::string(kUnknownStatus) : resource.status;

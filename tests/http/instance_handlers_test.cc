@@ -692,6 +692,24 @@ TEST_F(InstanceHandlersTest, SpReportedStatusWinsOverTheRecordedOne) {
   EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/resources/" + resource)).Str("status"), "RUNNING");
 }
 
+TEST_F(InstanceHandlersTest, ALostResourceIsLostWhateverItsProviderReportedLast) {
+  auto created = CreateCii("app");
+  const std::string resource = created.Str("resource_id");
+  InstanceEvent lost;
+  lost.type = event_type::kResourceLost;
+  lost.request_id = "loss-1";
+  lost.root = "app";
+  lost.resource_id = resource;
+  lost.provider_name = "sp-a";
+  lost.provider_id = "sp-a-id";
+  lost.reason = "provider_expired";
+  ApplyFacts({lost});
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/resources/" + resource)).Str("status"), "LOST");
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/catalog-item-instances/app")).Str("status"), "LOST");
+  EXPECT_EQ(Parse(Call("GET", "/api/v1alpha1/service-type-instances/" + resource)).Str("status"),
+            "LOST");
+}
+
 // ---- outcomes of failed operations ----
 
 TEST_F(InstanceHandlersTest, OperationFailedAnswersWithItsStatusDetailAndReason) {
