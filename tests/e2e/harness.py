@@ -268,6 +268,19 @@ def main():
     unittest.main(verbosity=2)
 
 
+def history(client, path):
+    """Every event of `{API}/{path}/history` (e.g. "providers/<id>"), all pages, oldest first."""
+    events, token = [], ""
+    while True:
+        r = client.get(f"{API}/{path}/history?max_page_size=100" +
+                       (f"&page_token={token}" if token else ""))
+        assert r.status == 200, r
+        events += r.json()["events"]
+        token = r.json().get("next_page_token")
+        if not token:
+            return events
+
+
 class SpSim:
     """`dcm sp-sim`: simulated providers registering with `dcm_url`, plus their control API."""
 

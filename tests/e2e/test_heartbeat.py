@@ -18,7 +18,8 @@ import sys
 import time
 import unittest
 
-from harness import API, Cluster, DevServer, kafka_events, main, rfc3339_ms, wait_until
+from harness import (API, Cluster, DevServer, history, kafka_events, main, rfc3339_ms,
+                     wait_until)
 
 TIMEOUT_S = 12.0  # the default HEARTBEAT_TIMEOUT: the server runs without the flag
 PRECISION_S = 1.0
@@ -100,16 +101,7 @@ class HeartbeatTest(unittest.TestCase):
         return r.json()
 
     def history_types(self, pid):
-        events, token = [], ""
-        while True:
-            r = self.c.get(f"{API}/providers/{pid}/history?max_page_size=100" +
-                           (f"&page_token={token}" if token else ""))
-            self.assertEqual(r.status, 200, r)
-            page = r.json()
-            events += page["events"]
-            token = page.get("next_page_token")
-            if not token:
-                return events
+        return history(self.c, f"providers/{pid}")
 
     def test_01_unknown_id_heartbeat_is_404(self):
         for method in ("POST", "PUT"):

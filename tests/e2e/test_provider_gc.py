@@ -12,7 +12,8 @@ import sys
 import time
 import unittest
 
-from harness import API, DevServer, SpSim, kafka_events, main, rfc3339_ms, wait_until
+from harness import (API, DevServer, SpSim, history, kafka_events, main, rfc3339_ms,
+                     wait_until)
 
 GC_AFTER_S = 20.0
 TIMEOUT_S = 4.0  # HEARTBEAT_TIMEOUT, short: this test is about what follows the expiry
@@ -57,15 +58,7 @@ class ProviderGcTest(unittest.TestCase):
         return r.json()["records"]
 
     def history(self, path):
-        events, token = [], ""
-        while True:
-            r = self.c.get(f"{API}/{path}/history?max_page_size=100" +
-                           (f"&page_token={token}" if token else ""))
-            self.assertEqual(r.status, 200, r)
-            events += r.json()["events"]
-            token = r.json().get("next_page_token")
-            if not token:
-                return events
+        return history(self.c, path)
 
     def test_a_silent_provider_is_collected_and_its_instances_heal_onto_another(self):
         sim_p, p_name, p_id = self.sim("gcp", HEARTBEAT_SIM)
