@@ -183,6 +183,20 @@ bool HeartbeatExpired(const HealthRecord& r) {
   return r.status == HealthStatus::kUnavailable && r.last_result == kHeartbeatExpiredReason;
 }
 
+namespace {
+// `into` takes `other`'s last transition and last error where they are newer.
+void KeepNewerNotes(HealthRecord& into, const HealthRecord& other) {
+  if (other.last_transition_time_ms > into.last_transition_time_ms) {
+    into.last_transition_time_ms = other.last_transition_time_ms;
+    into.last_transition_reason = other.last_transition_reason;
+  }
+  if (other.last_error_time_ms > into.last_error_time_ms) {
+    into.last_error = other.last_error;
+    into.last_error_time_ms = other.last_error_time_ms;
+  }
+}
+}  // namespace
+
 void AdoptProbeSignal(HealthRecord& r, const HealthRecord& from) {
   if (from.registration_seq != r.registration_seq || from.seq <= r.seq) return;
   HealthRecord merged = from;
@@ -192,14 +206,7 @@ void AdoptProbeSignal(HealthRecord& r, const HealthRecord& from) {
   merged.probe_status = ProbeStatusOf(from);
   merged.status =
       r.both ? CombinedHealthStatus(merged.probe_status, r.beat_status) : merged.probe_status;
-  if (r.last_transition_time_ms > from.last_transition_time_ms) {
-    merged.last_transition_time_ms = r.last_transition_time_ms;
-    merged.last_transition_reason = r.last_transition_reason;
-  }
-  if (r.last_error_time_ms > from.last_error_time_ms) {
-    merged.last_error = r.last_error;
-    merged.last_error_time_ms = r.last_error_time_ms;
-  }
+  KeepNewerNotes(merged, r);
   r = std::move(merged);
 }
 
@@ -213,14 +220,7 @@ void AdoptBeatSignal(HealthRecord& r, const HealthRecord& from) {
   r.beat_status = from.beat_status;
   r.last_beat_time_ms = from.last_beat_time_ms;
   r.status = CombinedHealthStatus(r.probe_status, r.beat_status);
-  if (from.last_transition_time_ms > r.last_transition_time_ms) {
-    r.last_transition_time_ms = from.last_transition_time_ms;
-    r.last_transition_reason = from.last_transition_reason;
-  }
-  if (from.last_error_time_ms > r.last_error_time_ms) {
-    r.last_error = from.last_error;
-    r.last_error_time_ms = from.last_error_time_ms;
-  }
+  KeepNewerNotes(r, from);
 }
 
 FoldResult FoldHeartbeat(HealthRecord& r, const HeartbeatRecord& h) {
