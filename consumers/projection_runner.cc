@@ -166,7 +166,7 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
     }
     const EventPosition position{m.topic, m.partition, m.offset, m.timestamp_ms, m.key, m.value};
     if (auto status = projection_->Apply(*event, position, batch); !status) {
-      if (status.error().code != ErrorCode::kCorruption) return status;
+      if (status.error().code != ErrorCode::kCorruption) return Abandon(status);
       dead_letter(m, status.error().message);
       continue;
     }
@@ -174,16 +174,21 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
   }
   for (auto& acked : dead_letters) {
     // Never move past a poison record before it is safe in the dead-letter topic.
-    RETURN_IF_ERROR(acked.get());
+    if (auto safe = acked.get(); !safe) return Abandon(safe);
   }
   for (const auto& [tp, next] : touched) {
     store_->PutOffset(batch, projection_->Name(), tp.first, tp.second, next);
   }
-  RETURN_IF_ERROR(store_->Write(batch));
+  if (auto written = store_->Write(batch); !written) return Abandon(written);
   applied_ += applied.size();
   projection_->AfterCommit(applied);
   Publish(touched);
   return OkStatus();
+}
+
+Status ProjectionRunner::Abandon(Status failed) {
+  projection_->Abandoned();
+  return failed;
 }
 
 void ProjectionRunner::ReportGap(const TopicPartition& tp, int64_t from, int64_t to) {

@@ -76,6 +76,9 @@ class ProjectionRunner {
   // batch's start, to seek back to when it fails).
   Status ProcessBatch(const std::vector<KafkaMessage>& messages,
                       std::map<TopicPartition, int64_t>& first);
+  // The batch was not written: the projection forgets what it kept for AfterCommit (a second
+  // writer, the registrar, would otherwise complete the wrong waiters). Returns `failed`.
+  Status Abandon(Status failed);
   // After a failed batch: seek back to `first`, report, and wait the backoff (or until Stop).
   void Retry(const std::map<TopicPartition, int64_t>& first, const Error& error, int failures);
   void UpdateProgress();

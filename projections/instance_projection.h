@@ -124,6 +124,10 @@ class InstanceProjection final : public Projection {
   std::string Name() const override { return kName; }
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
   void AfterCommit(const std::vector<CloudEvent>& applied) override;
+  void Abandoned() override {
+    batch_events_.clear();
+    batch_at_.clear();
+  }
   void SetListener(Listener listener) { listener_ = std::move(listener); }
 
  private:

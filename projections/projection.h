@@ -43,6 +43,9 @@ class Projection {
                        StoreBatch& batch) = 0;
   // Called after the batch holding `applied` is durable, on the runner's thread.
   virtual void AfterCommit(const std::vector<CloudEvent>& applied) { (void)applied; }
+  // Called instead of AfterCommit when the batch was not written (the runner reads it again):
+  // forget what Apply kept for AfterCommit. Under LockBatch.
+  virtual void Abandoned() {}
   // Held by the runner from the first Apply of a batch until AfterCommit returns. A projection
   // that a second writer also folds into (the registry: the registrar applies its own outcomes)
   // returns a lock that serializes the two; the others none.

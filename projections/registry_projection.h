@@ -69,9 +69,9 @@ class RegistryProjection final : public Projection {
   Status ApplyOwn(const CloudEvent& event, const EventPosition& position, StoreBatch& batch);
   void Committed(const std::vector<std::pair<int32_t, int64_t>>& positions,
                  const std::vector<CloudEvent>& applied);
-  // The batch ApplyOwn staged into was not written: forgets what it staged (no waiter is
-  // completed, no change reported; the runner applies those outcomes when it reads them).
-  void Abandoned();
+  // The batch Apply or ApplyOwn staged into was not written: forgets what it staged (no waiter
+  // is completed, no change reported; the outcomes are applied again when read again).
+  void Abandoned() override;
   // Called after each committed batch that changed providers, on the runner's thread or the
   // registrar's (ApplyOwn), with LockBatch held: it must not call back into the projection. Added
   // before the runner starts (the prober, the provider-loss watcher).

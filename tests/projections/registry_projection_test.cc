@@ -336,6 +336,30 @@ TEST(RegistryProjectionTest, AnAbandonedRegistrarBatchLeavesTheRunnerToAnswerIts
   EXPECT_EQ(heard, (std::vector<std::string>{"id-a", "id-b"}));
 }
 
+// A runner batch that was not written (disk full) leaves nothing behind either: the registrar's
+// next batch completes its own waiter (before, the runner's stale entry made AfterCommit skip it
+// and the caller waited forever: StoreFaultFlowTest hung under ASan).
+TEST(RegistryProjectionTest, ARunnerBatchThatWasNotWrittenLeavesTheRegistrarsWaitersWhole) {
+  Registry r("/mem/runner-abandoned");
+  std::vector<std::string> completed;
+  r.waiters_.Expect("req-2", kT0 + 10000,
+                    [&completed](Result<CloudEvent>) { completed.push_back("req-2"); });
+  {
+    const auto lock = r.projection_.LockBatch();
+    StoreBatch failed;
+    ASSERT_TRUE(r.projection_.Apply(Registered("id-a", "sp-a", 1),
+                                    EventPosition{"dcm.providers", 0, 0}, failed));
+    r.projection_.Abandoned();  // the runner's write failed
+  }
+  const auto lock = r.projection_.LockBatch();
+  StoreBatch batch;
+  const CloudEvent own = Registered("id-b", "sp-b", 2);
+  ASSERT_TRUE(r.projection_.ApplyOwn(own, EventPosition{"dcm.providers", 0, 1}, batch));
+  ASSERT_TRUE(r.store_->Write(batch));
+  r.projection_.Committed({{0, 1}}, {own});
+  EXPECT_EQ(completed, (std::vector<std::string>{"req-2"}));
+}
+
 // SPEC §8: listeners learn how a provider went, so an expiry or a deletion takes its resources.
 TEST(RegistryProjectionTest, AnExpiryRemovesTheProviderAndListenersHearWhichRemovalItWas) {
   Registry r("/mem/expired");
