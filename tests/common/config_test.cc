@@ -191,6 +191,17 @@ TEST(HealthEventsRetentionTest, ValidateConfigRefusesARetentionUnderOneSecond) {
 }
 
 }  // namespace
+TEST(ValidateConfigTest, ProviderGcIsOffOrAtLeastTheHeartbeatTimeout) {
+  Config c = DevConfig();
+  EXPECT_EQ(c.health.provider_gc_after.count(), 0) << "off by default (SPEC §8)";
+  c.health.provider_gc_after = c.health.heartbeat_timeout;
+  EXPECT_TRUE(ValidateConfig(c));
+  c.health.provider_gc_after = c.health.heartbeat_timeout - std::chrono::milliseconds(1);
+  auto status = ValidateConfig(c);
+  ASSERT_FALSE(status.has_value());
+  EXPECT_NE(status.error().message.find("PROVIDER_GC_AFTER"), std::string::npos);
+}
+
 TEST(ValidateConfigTest, RejectsLimitsOutOfRange) {
   for (auto change : std::vector<std::function<void(LimitsConfig&)>>{
            [](LimitsConfig& l) { l.max_connections = 0; },
