@@ -129,12 +129,10 @@ Status AuditProjection::Apply(const CloudEvent& event, const EventPosition& posi
   time_ms = std::clamp<int64_t>(time_ms, 0, kMaxTimeMs);
   const std::string at = Position(time_ms, position);
   const std::string subject = EscapeAuditEntity(event.subject);
-  const std::string_view stored = position.value;
-  if (stored.empty()) {
-    batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), EncodeCloudEvent(event));
-  } else {
-    batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), stored);
-  }
+  const std::string encoded = position.value.empty() ? EncodeCloudEvent(event) : std::string();
+  const std::string_view stored = position.value.empty() ? encoded : position.value;
+  batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), stored);
+  Feed(event, position, time_ms, stored);
   batch.PutUnread(fmt::format("{}{}", kTimePrefix, at), subject);
   if (!position.key.empty() && position.key != event.subject) {
     batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, EscapeAuditEntity(position.key), at),
@@ -166,12 +164,21 @@ Status AuditProjection::ApplyProbe(const CloudEvent& event, const EventPosition&
   batch.Put(seen, "");
   const std::string at = Position(time_ms, position);
   const std::string subject = EscapeAuditEntity(event.subject);
-  batch.PutUnread(
-      fmt::format("{}{}/{}", kEntityPrefix, subject, at),
-      position.value.empty() ? std::string_view(EncodeCloudEvent(event)) : position.value);
+  const std::string encoded = position.value.empty() ? EncodeCloudEvent(event) : std::string();
+  const std::string_view stored = position.value.empty() ? encoded : position.value;
+  batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), stored);
   batch.PutUnread(fmt::format("{}{}", kTimePrefix, at), subject);
+  Feed(event, position, time_ms, stored);
   if (indexed_) indexed_->Inc();
   return OkStatus();
+}
+
+void AuditProjection::Feed(const CloudEvent& event, const EventPosition& position, int64_t time_ms,
+                           std::string_view stored) {
+  if (!feed_) return;
+  batch_feed_.push_back(IndexedEvent{AuditEntry{std::string(position.topic), position.partition,
+                                                position.offset, time_ms, std::string(stored)},
+                                     event.subject, event.type});
 }
 
 Result<int64_t> AuditProjection::SweptUntil() {
@@ -184,6 +191,14 @@ Result<int64_t> AuditProjection::SweptUntil() {
 }
 
 void AuditProjection::AfterCommit(const std::vector<CloudEvent>&) {
+  if (feed_ && !batch_feed_.empty()) {
+    feed_(std::move(batch_feed_));
+    batch_feed_.clear();
+  }
+  Sweep();
+}
+
+void AuditProjection::Sweep() {
   if (retention_.clock == nullptr || retention_.window.count() <= 0) return;
   const int64_t now_ms = retention_.clock->NowMillis();
   if (now_ms < next_sweep_ms_) return;

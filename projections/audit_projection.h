@@ -58,6 +58,10 @@ struct AuditRetention {
   int sweep_chunk = 20000;
 };
 
+// One event the live index committed, for watchers (SPEC §9, src/http/watch_hub.h).
+struct IndexedEvent;
+using IndexedFeed = std::function<void(std::vector<IndexedEvent>)>;
+
 class AuditProjection final : public Projection {
  public:
   static constexpr char kName[] = "audit";
@@ -71,6 +75,10 @@ class AuditProjection final : public Projection {
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
   // Sweeps expired probes when a sweep is due (see the header comment).
   void AfterCommit(const std::vector<CloudEvent>& applied) override;
+  void Abandoned() override { batch_feed_.clear(); }
+  // After each commit, `feed` gets the events the batch indexed, in apply order (not called for
+  // duplicates or expired probes). Set before the runner starts; live index only.
+  void SetFeed(IndexedFeed feed) { feed_ = std::move(feed); }
   // Deletes the probe entries older than now_ms − window and moves au/w. Runner thread only
   // (tests call it directly). Returns the probes deleted.
   Result<int64_t> SweepExpiredProbes(int64_t now_ms);
@@ -78,6 +86,9 @@ class AuditProjection final : public Projection {
  private:
   Status ApplyProbe(const CloudEvent& event, const EventPosition& position, int64_t time_ms,
                     StoreBatch& batch);
+  void Feed(const CloudEvent& event, const EventPosition& position, int64_t time_ms,
+            std::string_view stored);
+  void Sweep();
   Result<int64_t> SweptUntil();
 
   Store* store_;
@@ -88,6 +99,8 @@ class AuditProjection final : public Projection {
   Counter* indexed_ = nullptr;
   Counter* duplicates_ = nullptr;
   Counter* expired_ = nullptr;
+  IndexedFeed feed_;
+  std::vector<IndexedEvent> batch_feed_;
 };
 
 // Whether `key` of the audit index is a probe entry (or au/w) that expires before `cutoff_ms`:
@@ -101,6 +114,12 @@ struct AuditEntry {
   int64_t offset = 0;
   int64_t time_ms = 0;
   std::string json;
+};
+
+struct IndexedEvent {
+  AuditEntry entry;
+  std::string subject;
+  std::string type;
 };
 
 struct AuditQuery {

@@ -59,6 +59,7 @@ struct ServeFlags {
   std::string outbound_deny;
   // SPEC §7.
   std::string heavy_read_timeout = "10s";
+  std::string watch_settle = "250ms";  // SPEC §9
 };
 
 // Consumer long-poll on the embedded mock, in ms (see ResolveFlags).
@@ -95,7 +96,8 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
         std::tuple{&flags.jwks_min_refresh_interval, &config.auth.min_refresh_interval,
                    "AUTH_JWKS_MIN_REFRESH_INTERVAL"},
         std::tuple{&flags.heavy_read_timeout, &config.limits.heavy_read_timeout,
-                   "--heavy-read-timeout"}}) {
+                   "--heavy-read-timeout"},
+        std::tuple{&flags.watch_settle, &config.limits.watch_settle, "--watch-settle"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed)
       return MakeError(parsed.error().code, std::string(name) + ": " + parsed.error().message);
@@ -346,6 +348,21 @@ void RegisterLimitFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--heavy-read-timeout", flags.heavy_read_timeout,
                   "A heavy read still queued or folding after this answers 503")
       ->envname("DCM_HEAVY_READ_TIMEOUT")
+      ->capture_default_str();
+  // Watch streams (SPEC §9).
+  cmd->add_option("--watch-max-streams", l.watch_max_streams,
+                  "Open watch streams (?watch=true); beyond it 503")
+      ->envname("DCM_WATCH_MAX_STREAMS")
+      ->capture_default_str();
+  cmd->add_option("--watch-buffer-bytes", l.watch_buffer_bytes,
+                  "Bytes a watch stream buffers for a reader that does not keep up; then it is "
+                  "cut off")
+      ->envname("DCM_WATCH_BUFFER_BYTES")
+      ->capture_default_str();
+  cmd->add_option("--watch-settle", flags.watch_settle,
+                  "An event goes out to /events watchers once this passed its time (so events "
+                  "indexed out of time order go out in order)")
+      ->envname("DCM_WATCH_SETTLE")
       ->capture_default_str();
 }
 

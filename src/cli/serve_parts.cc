@@ -282,6 +282,39 @@ void AddProber(ServeParts& parts) {
 
 // Consistent reads (SPEC §7): the barrier hears every batch the runners apply (set before they
 // start) and the command buses' acknowledged writes; its thread runs the reads that waited.
+http::ApiContext BuildApi(const ServeParts& parts);
+
+// Watch streams (SPEC §9): the hub hears the audit index's commits (its feed) and every other
+// projection's progress (the applied-offsets observer, in AddReadBarrier). Stopped after the
+// HTTP server (components stop in reverse), which first detaches every stream.
+void AddWatchHub(ServeParts& parts) {
+  const LimitsConfig& limits = parts.config.limits;
+  parts.watch_api = std::make_unique<http::ApiContext>(BuildApi(parts));
+  const http::ApiContext& api = *parts.watch_api;
+  http::WatchSources sources{
+      .audit = &parts.views->audit,
+      .audit_lag = [r = &parts.Runner(AuditProjection::kName)] { return r->Lag(); },
+      .listers = {http::ProviderLister(api), http::CatalogItemInstanceLister(api),
+                  http::CleanupQueueLister(api)},
+      .clock = &SystemClock::Instance()};
+  parts.watch_hub =
+      std::make_unique<http::WatchHub>(http::WatchOptions{.max_streams = limits.watch_max_streams,
+                                                          .buffer_bytes = limits.watch_buffer_bytes,
+                                                          .settle = limits.watch_settle},
+                                       std::move(sources), &parts.metrics);
+  parts.projections.Find<AuditProjection>(AuditProjection::kName)
+      ->SetFeed([hub = parts.watch_hub.get()](std::vector<IndexedEvent> indexed) {
+        hub->Indexed(std::move(indexed));
+      });
+  parts.components.Add({.name = "watch-hub",
+                        .start =
+                            [h = parts.watch_hub.get()] {
+                              h->Start();
+                              return OkStatus();
+                            },
+                        .stop = [h = parts.watch_hub.get()] { h->Stop(); }});
+}
+
 void AddReadBarrier(ServeParts& parts) {
   const Topics& topics = parts.config.topics;
   std::vector<ReadBarrier::ProjectionTopics> projections;
@@ -295,11 +328,17 @@ void AddReadBarrier(ServeParts& parts) {
   parts.read_barrier =
       std::make_unique<ReadBarrier>(topics.EventTopics(), std::move(projections),
                                     &SystemClock::Instance(), parts.config.read_wait);
-  parts.applied_offsets.SetObserver(
-      [b = parts.read_barrier.get()](const std::string& projection, const std::string& topic,
-                                     int32_t partition, int64_t next) {
-        b->Applied(projection, topic, partition, next);
-      });
+  parts.applied_offsets.SetObserver([b = parts.read_barrier.get(), hub = parts.watch_hub.get()](
+                                        const std::string& projection, const std::string& topic,
+                                        int32_t partition, int64_t next) {
+    b->Applied(projection, topic, partition, next);
+    if (projection == RegistryProjection::kName || projection == HealthProjection::kName) {
+      hub->Changed(http::WatchKind::kProviders);
+    } else if (projection == InstanceProjection::kName) {
+      hub->Changed(http::WatchKind::kCatalogItemInstances);
+      hub->Changed(http::WatchKind::kCleanupQueue);
+    }
+  });
   parts.consistent_reads = std::make_unique<http::ConsistentReads>(parts.read_barrier.get());
   parts.components.Add({.name = "read-barrier",
                         .start =
@@ -389,6 +428,7 @@ http::ApiContext BuildApi(const ServeParts& parts) {
                        parts.config.topics};
   api.consistency = parts.consistent_reads.get();
   api.heavy_reads = parts.heavy_reads.get();
+  api.watches = parts.watch_hub.get();
   if (parts.prober) {
     api.heartbeat = [p = parts.prober.get()](const Provider& provider, BeatResult result) {
       return p->Beat(provider, result);
@@ -499,6 +539,7 @@ Status BuildServeParts(ServeParts& parts) {
   AddInstanceWorker(parts);
   AddRegistrar(parts);
   AddProber(parts);
+  AddWatchHub(parts);
   AddReadBarrier(parts);
   AddKafkaMonitor(parts);
   RETURN_IF_ERROR(AddCommandBuses(parts));

@@ -55,6 +55,8 @@
 #include "src/http/placement_clients.h"
 #include "src/http/probe_client.h"
 #include "src/http/server.h"
+#include "src/http/watch_handlers.h"
+#include "src/http/watch_hub.h"
 
 namespace dcm::cli {
 
@@ -114,6 +116,8 @@ struct ServeParts {
   std::unique_ptr<KafkaCommandBus> instance_commands;
   DescriptorBudget descriptors;  // from the open-files limit at build (SPEC §7)
   std::unique_ptr<http::HeavyReads> heavy_reads;
+  std::unique_ptr<http::ApiContext> watch_api;  // what the watch hub's listers render with
+  std::unique_ptr<http::WatchHub> watch_hub;    // SPEC §9
   std::unique_ptr<http::HttpServer> server;
   uint16_t port = 0;  // bound once the HTTP component started
   Components components;

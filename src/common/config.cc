@@ -147,6 +147,13 @@ Status ValidateConfig(const Config& c) {
                      "--max-connections must be >= 1, --heavy-read-threads 0..256, "
                      "--heavy-read-queue >= 1 and --heavy-read-timeout positive");
   }
+  if (l.watch_max_streams > 1000000 || l.watch_buffer_bytes < 4096 ||
+      l.watch_buffer_bytes > (64u << 20) || l.watch_settle.count() < 0 ||
+      l.watch_settle > std::chrono::seconds(10)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "--watch-max-streams must be 0..1000000, --watch-buffer-bytes 4096..64MiB "
+                     "and --watch-settle 0..10s");
+  }
   if (c.health_events_retention < std::chrono::seconds(1)) {
     return MakeError(ErrorCode::kInvalidArgument, "HEALTH_EVENTS_RETENTION must be at least 1s");
   }

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,11 +37,16 @@ struct HttpRequest {
   }
 };
 
+class ResponseStream;  // response_stream.h
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Location, ...)
+  // A streamed body (SPEC §9 watches): when set, `body` is ignored and the server sends what the
+  // producer writes to it, as it comes, until the stream ends; the connection then closes.
+  std::shared_ptr<ResponseStream> stream = {};
 };
 
 // A handler that answers with this status gets nothing written back: the server closes the

@@ -29,6 +29,8 @@ class HeavyReads;  // heavy_reads.h
 inline constexpr char kApiBase[] = "/api/v1alpha1";
 inline constexpr char kApiAlias[] = "/api/v1";
 
+class WatchHub;  // watch_hub.h
+
 struct ApiContext {
   const RegistryView* registry = nullptr;
   const HealthView* health = nullptr;  // null: every provider shows Pending
@@ -57,6 +59,8 @@ struct ApiContext {
   // Takes a heartbeat of a `liveness: heartbeat` provider (SPEC §8; the Prober's Beat) and
   // returns its health after it. Null: this instance does not take heartbeats (no prober): 503.
   std::function<Result<HealthRecord>(const Provider&, BeatResult)> heartbeat = nullptr;
+  // Watch streams (SPEC §9, watch_hub.h); null: `?watch=true` answers 404.
+  WatchHub* watches = nullptr;
 };
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);

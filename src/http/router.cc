@@ -15,6 +15,7 @@
 #include "src/http/heavy_reads.h"
 #include "src/http/instance_handlers.h"
 #include "src/http/problem.h"
+#include "src/http/watch_handlers.h"
 
 namespace dcm::http {
 namespace {
@@ -312,6 +313,7 @@ class Router {
  private:
   // Runs the route's handler; API calls through the consistent-reads edge (SPEC §7).
   void Serve(const Route& route, HttpRequest req, std::string id, Respond respond) const {
+    if (ServeWatch(route, req, respond)) return;
     const ConsistentReads* consistency = c_.api.consistency;
     if (!consistency || !route.api) {
       return Run(route, std::move(req), std::move(id), std::move(respond));
@@ -324,6 +326,31 @@ class Router {
                       [this, &route, id = std::move(id)](const HttpRequest& q, Respond r) {
                         Run(route, q, id, std::move(r));
                       });
+  }
+
+  // A watch (SPEC §9) is a stream, not a read: no read barrier and no heavy-read pool. False
+  // when `req` is not a watch of a watchable list.
+  bool ServeWatch(const Route& route, const HttpRequest& req, Respond& respond) const {
+    if (route.method != "GET" || !WantsWatch(req)) return false;
+    static constexpr std::pair<std::string_view, WatchKind> kLists[] = {
+        {"/providers", WatchKind::kProviders},
+        {"/catalog-item-instances", WatchKind::kCatalogItemInstances},
+        {"/cleanup-queue", WatchKind::kCleanupQueue}};
+    if (AsOf(req)) {
+      respond(Problem(400, "watch and as_of cannot be combined", {{"watch", "not with as_of"}}));
+      return true;
+    }
+    if (route.pattern == "/events") {
+      WatchEventsHandler(req, c_.api, std::move(respond));
+      return true;
+    }
+    for (const auto& [pattern, kind] : kLists) {
+      if (route.pattern == pattern) {
+        WatchListHandler(kind, req, c_.api, std::move(respond));
+        return true;
+      }
+    }
+    return false;
   }
 
   // The handler itself: inline, or on the heavy-read pool for a heavy read (SPEC §7).

@@ -66,6 +66,9 @@ struct ServerOptions {
   // How long the connection waits for the handler's respond; then 503. Above DCM's longest
   // synchronous wait (read-your-writes on a Kafka round trip) with margin.
   std::chrono::milliseconds handler_timeout{30000};
+  // A streamed response (HttpResponse::stream, SPEC §9) that sent nothing for this long sends an
+  // SSE comment line (": keep-alive"), so proxies keep it open and a vanished peer is noticed.
+  std::chrono::milliseconds stream_keepalive{15000};
   // Open connections over all listeners (SPEC §7). A connection accepted beyond it is answered
   // 503 (problem+json, `Retry-After: 1`, `Connection: close`) at once, without reading its
   // request, and closed; over TLS it is closed without an answer (a handshake would spend the CPU

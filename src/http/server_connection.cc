@@ -370,6 +370,10 @@ asio::awaitable<void> ServeConnection(Conn<Stream>* c, const Handler* handler) {
     }
     if (WantsClose(*response)) keep_alive = false;
     c->core->Record(c->w, WireStatus(*response), start);
+    if (response->stream && !head) {
+      co_await StreamResponse(c, std::move(*response), version);
+      co_return;
+    }
     if (!co_await WriteResponse(c, std::move(*response), head, keep_alive, version)) co_return;
     if (!keep_alive) {
       if constexpr (kIsTls<Stream>) co_await SendCloseNotify(c);

@@ -335,6 +335,10 @@ struct Conn final : ConnBase {
   Stream stream;
 };
 
+// Sends a response whose body is `r.stream` (server_stream.cc), then the connection is done.
+template <class Stream>
+asio::awaitable<void> StreamResponse(Conn<Stream>* c, HttpResponse r, unsigned version);
+
 // The raw HTTP/1.1 503 a connection refused for `why` gets (problem+json naming the cap).
 std::string RefusalResponse(const ServerOptions& options, Refusal why);
 

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -93,6 +94,73 @@ class Client:
 
     def post(self, path, body=None, **kw):
         return self.request("POST", path, body, **kw)
+
+
+class SseStream:
+    """A Server-Sent Events watch (SPEC §9) read on its own thread: `messages` is a list of
+    dicts {id, event, data, at} (at = time.time() on receipt), in arrival order. `status` and
+    `headers` once the response started; `ended` once the server closed it."""
+
+    def __init__(self, base_url, path, headers=None, token=None):
+        u = urlparse(base_url)
+        self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        h = {"Accept": "text/event-stream", **(headers or {})}
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        self.conn.request("GET", path, headers=h)
+        self.sock = self.conn.sock
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+        self.headers = {k.lower(): v for k, v in self.resp.getheaders()}
+        self.messages, self.ended, self.lock = [], False, threading.Lock()
+        if self.status == 200:
+            threading.Thread(target=self._read, daemon=True).start()
+        else:
+            self.body = self.resp.read()
+
+    def _read(self):
+        msg = {}
+        try:
+            while True:
+                line = self.resp.readline()
+                if not line:
+                    break
+                line = line.decode().rstrip("\r\n")
+                if not line:
+                    if "event" in msg or "data" in msg:
+                        msg["at"] = time.time()
+                        with self.lock:
+                            self.messages.append(msg)
+                    msg = {}
+                elif line.startswith(":"):
+                    continue
+                else:
+                    field, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if field == "data" and "data" in msg:
+                        msg["data"] += "\n" + value
+                    elif field in ("id", "event", "data"):
+                        msg[field] = value
+        except (OSError, ValueError, http.client.HTTPException):
+            pass
+        self.ended = True
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.messages)
+
+    def wait(self, predicate, timeout=30, what="watch messages"):
+        """Waits until predicate(messages) is truthy; returns the messages."""
+        return wait_until(lambda: predicate(m := self.snapshot()) and m, timeout=timeout,
+                          what=what)
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.conn.close()
 
 
 class Response:

@@ -1,0 +1,171 @@
+// WatchHub: the live side of the API (SPEC §9): Server-Sent Event streams of the audit index
+// (`GET /events?watch=true`) and of the lists (`GET /providers|/catalog-item-instances|
+// /cleanup-queue?watch=true`), fed by the projections as they commit, on one thread.
+//
+// Events, in the order of GET /events (time, then log position), with resume tokens:
+//
+//   AuditProjection ── Indexed(batch) ──▶ inbox ──▶ pending (sorted by index key)
+//                                                     │ released up to the watermark W
+//                                                     ▼
+//     watchers: catching up (scan the index from the cursor up to the release, page by page,
+//               only while the reader keeps up) ──▶ live (each released entry that matches)
+//
+//   W = now − settle while the audit runner has no lag, else the newest indexed time − settle;
+//   it never goes back. An entry is released once W passes its time, so entries that the index
+//   commits out of time order (several partitions and topics) still go out in index order. An
+//   entry indexed below W (later than `settle`) is "late": it is sent at once, out of order,
+//   and counted (dcm_watch_late_events_total); no watcher misses it.
+//   Each message's `id:` is the index key it was sent at (hex, as a page token): resuming with
+//   Last-Event-ID scans the index after it, on any instance (the keys derive from the log).
+//   After a release a live watcher's cursor moves to the release key, so a late entry's id (the
+//   cursor) is never before one already sent.
+//
+// Lists, as Kubernetes watches do: the current list (ADDED each, then SYNCED), then ADDED /
+// MODIFIED / DELETED with the full object. The hub keeps the last rendering of each list that
+// has watchers, and when a projection that feeds it commits (AppliedOffsets observer) re-lists
+// it, at most every `list_interval`, and sends the difference. The cost of a re-list grows with
+// the list (see docs/operations.md "Watches").
+//
+// Bounds: at most `max_streams` streams (then 503); each stream buffers at most `buffer_bytes`
+// for its reader, past which it is cut off (the reader reconnects with Last-Event-ID): a reader
+// that does not read never slows the others or grows the memory. Memory for streams is bounded by
+// max_streams × buffer_bytes. Metrics: dcm_watch_streams{kind}, dcm_watch_events_sent_total,
+// dcm_watch_cut_off_total, dcm_watch_late_events_total, dcm_watch_refused_total.
+//
+// Thread-safety: Watch*, Indexed and Changed from any thread; Start/Stop from one.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "projections/audit_projection.h"
+#include "src/common/clock.h"
+#include "src/common/metrics.h"
+#include "src/common/result.h"
+#include "src/http/http_types.h"
+#include "src/http/response_stream.h"
+
+namespace dcm::http {
+
+enum class WatchKind { kProviders, kCatalogItemInstances, kCleanupQueue };
+inline constexpr int kWatchKinds = 3;
+
+// One object of a watched list: its id, its JSON as the list renders it, and the values its
+// filters look at (e.g. {"health_status", "Ready"}).
+struct WatchItem {
+  std::string id;
+  std::string json;
+  std::vector<std::pair<std::string, std::string>> attrs;
+};
+using WatchLister = std::function<Result<std::vector<WatchItem>>()>;
+
+struct WatchOptions {
+  size_t max_streams = 2048;
+  size_t buffer_bytes = 128 * 1024;
+  std::chrono::milliseconds settle{250};
+  std::chrono::milliseconds list_interval{100};
+  std::chrono::milliseconds tick{50};  // the hub's wake-up when nothing happens
+};
+
+// What the hub reads: the audit index, the audit runner's lag, and a lister per list kind.
+struct WatchSources {
+  const AuditView* audit = nullptr;
+  std::function<int64_t()> audit_lag;  // null: treated as 0
+  WatchLister listers[kWatchKinds];    // null: that kind answers 404
+  const Clock* clock = nullptr;
+};
+
+// The filters of one events watch (as GET /events), and where it starts.
+struct EventWatchRequest {
+  AuditQuery query;     // subject, type, since_ms, until_ms (page fields unused)
+  std::string resume;   // Last-Event-ID (a token); empty: from since, or from now
+};
+// The filters of one list watch: attribute name -> wanted value (all must match).
+struct ListWatchRequest {
+  WatchKind kind = WatchKind::kProviders;
+  std::vector<std::pair<std::string, std::string>> filters;
+};
+
+class WatchHub {
+ public:
+  WatchHub(WatchOptions options, WatchSources sources, Metrics* metrics);
+  ~WatchHub();
+
+  // Start runs Poll every `tick` (and at once on news) on the hub's thread. Stop closes every
+  // stream; later watch requests answer 503.
+  void Start();
+  void Stop();
+  // One round now: take what was indexed and the new watchers, release, catch up, re-list.
+  // Hub thread only (tests call it without Start).
+  void Poll();
+
+  // A streamed 200 (text/event-stream), or a problem: 400 (bad resume token), 404 (kind not
+  // served), 503 (at max_streams, or stopped).
+  HttpResponse WatchEvents(EventWatchRequest request);
+  HttpResponse WatchList(ListWatchRequest request);
+
+  // The audit index committed these entries (AuditProjection's feed; the runner's thread).
+  void Indexed(std::vector<IndexedEvent> entries);
+  // A projection that feeds `kind` committed (AppliedOffsets observer).
+  void Changed(WatchKind kind);
+
+  size_t streams() const { return streams_.load(); }
+
+ private:
+  struct EventWatcher;
+  struct ListWatcher;
+  struct ListState;
+  void Run();
+  // One round on the hub thread: take the inbox, admit, release, catch up, re-list.
+  void Round(std::unique_lock<std::mutex>& lock);
+  void TakeIndexed(std::vector<IndexedEvent> batch);
+  void Release(int64_t now_ms);
+  void CatchUp(EventWatcher& w);
+  void Relist(int kind, int64_t now_ms);
+  void Send(EventWatcher& w, const IndexedEvent& e, const std::string& id);
+  void Prune();
+  // A stream under the cap (the 200 to answer with), or the 503.
+  HttpResponse Admit(std::shared_ptr<ResponseStream>* stream);
+
+  WatchOptions options_;
+  WatchSources sources_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;                                   // under mu_
+  std::vector<IndexedEvent> inbox_;                        // under mu_
+  std::vector<std::unique_ptr<EventWatcher>> new_events_;  // under mu_
+  std::vector<std::unique_ptr<ListWatcher>> new_lists_;    // under mu_
+  bool dirty_[kWatchKinds] = {};                           // under mu_
+  std::atomic<size_t> streams_{0};
+  std::thread thread_;
+  // Hub thread only.
+  std::map<std::string, IndexedEvent> pending_;  // by index key (<ts>/<pos>)
+  std::string released_;                       // every key below it went out
+  int64_t watermark_ms_ = 0;
+  int64_t newest_ms_ = 0;  // the newest time indexed
+  std::vector<std::unique_ptr<EventWatcher>> event_watchers_;
+  std::vector<std::unique_ptr<ListState>> lists_;
+  Gauge* gauges_[kWatchKinds + 1] = {};
+  Counter* sent_ = nullptr;
+  Counter* cut_off_ = nullptr;
+  Counter* late_ = nullptr;
+  Counter* refused_ = nullptr;
+};
+
+// The index key of an entry (<ts 13>/<topic>/<partition 6>/<offset 12>), as AuditView's page
+// tokens hold it.
+std::string AuditEntryKey(const AuditEntry& entry);
+// One SSE message: `id:` (when not empty), `event:`, and `data:` lines (one per line of `data`).
+void AppendSse(std::string* out, std::string_view id, std::string_view event,
+               std::string_view data);
+
+}  // namespace dcm::http
