@@ -86,7 +86,9 @@ TEST(UiHandlersTest, OnlyConsolePathsBypassTheApi) {
   int api_calls = 0;
   Handler h = WithConsole([&](HttpRequest, Respond respond) {
     ++api_calls;
-    respond(HttpResponse{.status = 401});
+    HttpResponse unauthorized;
+    unauthorized.status = 401;
+    respond(unauthorized);
   });
   int status = 0;
   h(Get("/ui/"), [&](HttpResponse r) { status = r.status; });

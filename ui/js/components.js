@@ -17,7 +17,7 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 function append(el, children) {
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : String(c));
   }
@@ -166,7 +166,7 @@ class TokenPanel extends HTMLElement {
                                                onclick: () => { this.editing = false; this.render(); } },
                                    'Cancel') : null,
     h('span', { id: 'token-help', class: rejected ? 'auth-note auth-bad' : 'auth-note' },
-      rejected ? 'Not signed in / token rejected: paste a token' : 'Kept for this tab only'));
+      rejected ? 'Token needed' : 'Kept for this tab only'));
     this.replaceChildren(form);
   }
 }

@@ -30,12 +30,12 @@ class EventsPage extends HTMLElement {
     this.count = 0;
     this.subject = h('input', { id: 'events-subject', type: 'search', autocomplete: 'off',
                                 value: this.getAttribute('subject') || '',
-                                placeholder: 'a provider or instance id' });
+                                placeholder: 'provider or instance id' });
     this.type = h('input', { id: 'events-type', type: 'search', autocomplete: 'off',
                              value: this.getAttribute('type') || '',
                              placeholder: 'dcm.provider.* or an exact type',
                              'aria-describedby': 'events-type-help' });
-    this.pauseButton = h('button', { type: 'button', 'aria-pressed': 'false',
+    this.pauseButton = h('button', { type: 'button', class: 'secondary', 'aria-pressed': 'false',
                                      onclick: () => this.togglePause() }, 'Pause');
     this.list = h('ol', { class: 'events', 'aria-label': 'Events, newest first' });
     this.note = h('p', { class: 'summary', 'aria-live': 'polite' });
@@ -50,7 +50,7 @@ class EventsPage extends HTMLElement {
           h('span', { id: 'events-type-help', class: 'visually-hidden' },
             'Exact, or a prefix ending in *')),
         h('button', { type: 'submit' }, 'Apply filters'),
-        h('button', { type: 'button', onclick: () => {
+        h('button', { type: 'button', class: 'secondary', onclick: () => {
           this.subject.value = '';
           this.type.value = '';
           this.apply();

@@ -79,8 +79,8 @@ class InstancesPage extends HTMLElement {
     announce(`Rehydrating ${name}…`);
     try {
       const r = await post(`/catalog-item-instances/${encodeURIComponent(instance.id)}:rehydrate`);
+      announce(''); // the result panel (aria-live) says it, once
       this.showResult(name, r);
-      announce(`Rehydrated ${name}: new resource ${r.resource_id}.`, 'success');
     } catch (e) {
       this.showError(name, describeError(e, ACTIONS.rehydrate));
     } finally {
@@ -109,7 +109,7 @@ class InstancesPage extends HTMLElement {
     this.result.className = 'result result-error';
     this.result.replaceChildren(h('h2', { tabindex: '-1' }, `Could not rehydrate ${name}`),
                                 h('p', { class: 'error-text' }, message));
-    announce(message, 'error');
+    announce('');
     this.result.querySelector('h2').focus();
   }
 }

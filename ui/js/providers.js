@@ -105,7 +105,7 @@ class ProvidersPage extends HTMLElement {
     this.range = h('input', { id: 'asof-range', type: 'range', min: 0, max: 0, step: 1000,
                               disabled: true, 'aria-describedby': 'asof-help' });
     this.rangeLabel = h('output', { id: 'asof-output', for: 'asof-range' }, 'Live');
-    this.liveButton = h('button', { type: 'button', id: 'asof-live', disabled: true,
+    this.liveButton = h('button', { type: 'button', id: 'asof-live', class: 'secondary', disabled: true,
                                     onclick: () => this.goLive() }, 'Back to live');
     this.range.addEventListener('input', () => this.onSlide());
     return h('section', { class: 'timeslider', 'aria-label': 'Time travel' },
@@ -145,6 +145,11 @@ class ProvidersPage extends HTMLElement {
 
   updateSliderText() {
     const live = this.atRightEnd() && !this.snapshot;
+    if (this.range.disabled) {
+      this.rangeLabel.textContent = 'Live';
+      this.range.setAttribute('aria-valuetext', 'Live (no history to travel yet)');
+      return;
+    }
     const text = live ? 'Live' : formatTime(new Date(Number(this.range.value)).toISOString());
     this.rangeLabel.textContent = text;
     this.range.setAttribute('aria-valuetext', live ? 'Live (now)' : text);
@@ -272,7 +277,8 @@ class ProviderPage extends HTMLElement {
             h('input', { id: 'history-noisy', type: 'checkbox',
                          onchange: (e) => { this.noisy = e.target.checked; this.loadHistory(); } }),
             h('label', { for: 'history-noisy' }, 'Include probes and heartbeats (last 10 min)')),
-          h('button', { type: 'button', onclick: () => this.loadHistory() }, 'Refresh')),
+          h('button', { type: 'button', class: 'secondary', onclick: () => this.loadHistory() },
+            'Refresh')),
         this.historyNote, this.timeline));
     this.watch = watchProviders((items) => this.show(items.get(this.id_)));
     this.loadHistory();
