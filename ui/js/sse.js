@@ -7,7 +7,8 @@
 //       │                                                                      │ backoff
 //       │ JSON list (watch not served yet) or 4xx                              ▼ 1 s … 30 s
 //       ▼                                                                  connecting
-//   polling (every 2 s; the watch is tried again on every poll, or every 30 s after a 4xx)
+//   polling (every 2 s; a list watch is tried again on every poll, since its JSON answer is the
+//            list; the event watch, and any watch after a 4xx, every 30 s)
 //
 // Reconnecting sends the last `id:` seen as Last-Event-ID, so a server that resumes does so.
 
@@ -106,7 +107,7 @@ class Watch {
   async run() {
     const signal = this.controller.signal;
     let backoff = 1000;
-    let plainUntil = 0; // after a 4xx to a watch: poll the plain list until then
+    let plainUntil = 0; // after a 4xx (or a useless JSON answer) to a watch: poll plainly until then
     while (!signal.aborted) {
       try {
         if (Date.now() < plainUntil) {
@@ -125,6 +126,7 @@ class Watch {
         } else if (response.ok) {
           // The server answered the list itself: it does not stream yet. Poll.
           await this.poll(await response.json());
+          if (!this.answerIsCurrent) plainUntil = Date.now() + RETRY_WATCH_MS;
           this.setState('polling');
           await sleep(POLL_MS, signal);
           continue;
@@ -199,6 +201,7 @@ export class ListWatch extends Watch {
     this.onItems = onItems;
     this.items = new Map();
     this.seen = null; // keys (re)announced since this connection began, until SYNCED
+    this.answerIsCurrent = true; // a JSON answer to the watch is the current list: poll with it
   }
 
   reset() {
@@ -283,9 +286,9 @@ export class EventWatch extends Watch {
     }
   }
 
-  async poll(firstPage) {
-    // A JSON answer to the watch request is the oldest page; read from our cursor instead.
-    void firstPage;
+  // A JSON answer to the watch request is the oldest page (answerIsCurrent unset: the watch is
+  // tried again only every RETRY_WATCH_MS); polls read from our cursor instead.
+  async poll() {
     const signal = this.controller.signal;
     const path = withQuery(this.path, { since: this.since });
     const events = await listAll(path, 'events', { signal, maxPages: 20 });
