@@ -15,5 +15,6 @@ for _ in $(seq 1 100); do curl -sf "http://$LISTEN/readyz" >/dev/null && break; 
 SIM=$!
 echo
 echo "DCM is up: try  curl -s http://$LISTEN/api/v1alpha1/providers | python3 -m json.tool"
+echo "           or open the console at http://$LISTEN/ui/"
 echo "Ctrl-C stops everything (dev mode keeps events in memory only)."
 wait $SERVE

@@ -8,6 +8,7 @@ PACKAGES=(
   libboost1.81-dev libcli11-dev libexpected-dev libssl-dev libjwt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   kcat wrk curl time python3 python3-yaml python3-jwt python3-cryptography clang-format
+  chromium chromium-driver python3-selenium
   clang libclang-rt-14-dev
 )
 missing=()

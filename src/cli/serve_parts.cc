@@ -11,6 +11,7 @@
 #include "src/cli/commands.h"
 #include "src/common/log.h"
 #include "src/http/router.h"
+#include "src/http/ui_handlers.h"
 
 namespace dcm::cli {
 namespace {
@@ -501,9 +502,11 @@ Status AddHttpServer(ServeParts& parts) {
   options.max_connections = ConnectionCap(parts);
   options.max_connections_per_client = config.limits.max_connections_per_client;
   ASSIGN_OR_RETURN(parts.server, http::HttpServer::Create(options));
-  auto handler = http::MakeRouter(BuildApi(parts), BuildOps(parts),
-                                  http::AccessContext{parts.trust->authenticator(),
-                                                      config.auth.metrics_public, &parts.metrics});
+  // The console (SPEC §9) in front of the API: its static files need no credentials.
+  auto handler = http::WithConsole(
+      http::MakeRouter(BuildApi(parts), BuildOps(parts),
+                       http::AccessContext{parts.trust->authenticator(), config.auth.metrics_public,
+                                           &parts.metrics}));
   parts.components.Add({.name = "http",
                         .start = [&parts, handler = std::move(handler)]() -> Status {
                           auto port = parts.server->Listen(parts.config.listen, handler);

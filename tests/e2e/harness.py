@@ -309,11 +309,12 @@ class Instance:
 
 
 class DevServer:
-    """`dcm serve --dev`: everything in one process."""
+    """`dcm serve --dev`: everything in one process. `env` adds to its environment (e.g. an
+    auth configuration, which dev mode then applies; None values remove a variable)."""
 
-    def __init__(self, extra=(), listen="127.0.0.1:0"):
+    def __init__(self, extra=(), listen="127.0.0.1:0", env=None):
         self.proc = Process([DCM_BIN, "serve", "--dev", "--listen", listen, *extra],
-                            "serve-dev")
+                            "serve-dev", env)
         line = self.proc.read_line()
         assert "listening on " in line, line
         self.url = line.split("listening on ")[1].strip()
