@@ -4,9 +4,8 @@
 # short libFuzzer smoke.
 # Set KAFKA_BROKERS=host:9092 to also run the Kafka tests against a real broker.
 #
-# For CI's 30-minute budget on 2 cores (docs/testing.md, "CI time"): the build precompiles the
-# heavy third-party headers (DCM_PCH) and keeps line tables only (-g1: file:line backtraces, no
-# variable locations; RelWithDebInfo's -g costs ~25% of the compile). The tests mostly wait
+# For CI's 30-minute budget on 2 cores (docs/testing.md): the build keeps line tables only (-g1:
+# file:line backtraces, no variable locations; RelWithDebInfo's -g costs ~25% of the compile). The tests mostly wait
 # (timeouts, rebalances, probe intervals: ~0.4 of a core at -j2), so unit and integration tests
 # run at -j 2 x cores, then the e2e tests at -j 2 x cores weighted by their PROCESSORS
 # (tests/e2e/CMakeLists.txt). Each phase prints its time.
@@ -17,7 +16,7 @@ phase() { echo "== test.sh: $1 (${SECONDS}s since start)"; }
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=$(nproc)
 phase "build"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCM_PCH=ON \
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS"
 ./scripts/check-format.sh
