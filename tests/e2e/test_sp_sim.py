@@ -8,12 +8,12 @@ import unittest
 from harness import API, DCM_BIN, Client, DevServer, Process, main, wait_until
 
 
-def free_port():
+def reserved_port():
+    """A port bound but not listening: connections to it are refused, and no other process (e2e
+    tests run concurrently) can take it until the socket is closed."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return s, s.getsockname()[1]
 
 
 def health(endpoint):
@@ -117,7 +117,7 @@ class SpSimTest(unittest.TestCase):
             server.stop()
 
     def test_registration_retries_until_dcm_comes_up(self):
-        port = free_port()
+        reservation, port = reserved_port()
         url = f"http://127.0.0.1:{port}"
         sim, control = self.start_sim(url, 2)  # DCM is not there yet: connection refused
         server = None
@@ -125,6 +125,7 @@ class SpSimTest(unittest.TestCase):
             wait_until(lambda: all(p["registration_attempts"] >= 1 for p in
                                    control.get("/sim/providers").json()), timeout=10,
                        what="a failed first attempt")
+            reservation.close()  # only now: the port is free for a few milliseconds at most
             server = DevServer(listen=f"127.0.0.1:{port}")
             # Backoff doubles from 1 s, so the next attempts land within a few seconds.
             wait_until(lambda: len(server.client.get(f"{API}/providers").json()["providers"]) == 2,
@@ -132,6 +133,7 @@ class SpSimTest(unittest.TestCase):
             self.assertTrue(all(p["registration"] == "registered"
                                 for p in control.get("/sim/providers").json()))
         finally:
+            reservation.close()
             control.close()
             sim.kill()
             if server:
