@@ -57,10 +57,10 @@ class ResponseStream {
 
   const size_t max_buffered_;
   mutable std::mutex mu_;
-  std::string buffer_;           // under mu_
-  State state_ = State::kOpen;   // under mu_
-  bool wake_armed_ = false;      // under mu_: the connection waits for the next Write
-  std::function<void()> wake_;   // under mu_
+  std::string buffer_;          // under mu_
+  State state_ = State::kOpen;  // under mu_
+  bool wake_armed_ = false;     // under mu_: the connection waits for the next Write
+  std::function<void()> wake_;  // under mu_
 };
 
 }  // namespace dcm::http

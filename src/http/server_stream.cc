@@ -55,7 +55,8 @@ std::function<void()> MakeWake(Worker* w, const std::shared_ptr<StreamWait>& wai
 std::string Head(const ServerOptions& o, const HttpResponse& r, unsigned version) {
   std::string head = version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ";
   head += std::to_string(r.status) + " ";
-  head += std::string(bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(r.status))));
+  head +=
+      std::string(bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(r.status))));
   head += "\r\nServer: " + o.server_name + "\r\nContent-Type: " + r.content_type +
           "\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n";
   if (version >= 11) head += "Transfer-Encoding: chunked\r\n";

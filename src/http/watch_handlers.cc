@@ -87,11 +87,11 @@ WatchLister ProviderLister(const ApiContext& ctx) {
           if (auto record = ctx.health->Get(p.id)) health = std::move(*record);
         }
         const HealthRecord* h = health ? &*health : nullptr;
-        out.push_back(WatchItem{
-            p.id,
-            RenderProvider(p, h),
-            {{"service_type", p.spec.service_type},
-             {"health_status", HealthStatusName(EffectiveHealthStatus(h, p.seq))}}});
+        out.push_back(
+            WatchItem{p.id,
+                      RenderProvider(p, h),
+                      {{"service_type", p.spec.service_type},
+                       {"health_status", HealthStatusName(EffectiveHealthStatus(h, p.seq))}}});
       }
       token = page.next_page_token;
     } while (!token.empty());

@@ -1,10 +1,10 @@
 #include "src/http/watch_hub.h"
 
 #include <fmt/format.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <set>
-#include <strings.h>
 
 #include "events/cloud_event.h"
 #include "projections/page_token.h"
@@ -70,7 +70,7 @@ struct WatchHub::EventWatcher {
   std::string cursor;  // scanned (catching up) or released (live) up to here
   bool live = false;
   bool dead = false;
-  int64_t stalled_since_ms = 0;  // catching up, its reader not reading since then
+  int64_t stalled_since_ms = 0;   // catching up, its reader not reading since then
   std::set<std::string> scanned;  // catch-up keys near the watermark (see kScannedMemoryMs)
 
   bool Matches(const IndexedEvent& e) const {
@@ -146,8 +146,8 @@ HttpResponse WatchHub::Admit(std::shared_ptr<ResponseStream>* stream) {
   if (streams_.fetch_add(1) >= options_.max_streams) {
     streams_.fetch_sub(1);
     if (refused_) refused_->Inc();
-    HttpResponse r = Problem(503, fmt::format("too many watch streams (at most {}); retry later",
-                                              options_.max_streams));
+    HttpResponse r = Problem(
+        503, fmt::format("too many watch streams (at most {}); retry later", options_.max_streams));
     r.headers.emplace_back("Retry-After", "5");
     return r;
   }
@@ -303,7 +303,7 @@ void WatchHub::TakeIndexed(std::vector<IndexedEvent> batch) {
     for (auto& w : event_watchers_) {
       if (w->dead || key <= w->floor || !w->Matches(e)) continue;
       if (!w->live && key > w->cursor) continue;  // its catch-up scan will read it
-      if (w->scanned.count(key) > 0) continue;   // its catch-up scan sent it
+      if (w->scanned.count(key) > 0) continue;    // its catch-up scan sent it
       Send(*w, e, EncodePageToken(w->cursor));
     }
   }
@@ -451,7 +451,8 @@ void WatchHub::Prune() {
     return true;
   };
   std::erase_if(event_watchers_, gone);
-  if (gauges_[kEventsGauge]) gauges_[kEventsGauge]->Set(static_cast<int64_t>(event_watchers_.size()));
+  if (gauges_[kEventsGauge])
+    gauges_[kEventsGauge]->Set(static_cast<int64_t>(event_watchers_.size()));
   for (int k = 0; k < kWatchKinds; ++k) {
     ListState& list = *lists_[k];
     std::erase_if(list.watchers, gone);

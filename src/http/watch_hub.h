@@ -86,8 +86,8 @@ struct WatchSources {
 
 // The filters of one events watch (as GET /events), and where it starts.
 struct EventWatchRequest {
-  AuditQuery query;     // subject, type, since_ms, until_ms (page fields unused)
-  std::string resume;   // Last-Event-ID (a token); empty: from since, or from now
+  AuditQuery query;    // subject, type, since_ms, until_ms (page fields unused)
+  std::string resume;  // Last-Event-ID (a token); empty: from since, or from now
 };
 // The filters of one list watch: attribute name -> wanted value (all must match).
 struct ListWatchRequest {
@@ -149,7 +149,7 @@ class WatchHub {
   std::thread thread_;
   // Hub thread only.
   std::map<std::string, IndexedEvent> pending_;  // by index key (<ts>/<pos>)
-  std::string released_;                       // every key below it went out
+  std::string released_;                         // every key below it went out
   int64_t watermark_ms_ = 0;
   int64_t newest_ms_ = 0;  // the newest time indexed
   std::vector<std::unique_ptr<EventWatcher>> event_watchers_;

@@ -191,8 +191,8 @@ TEST_F(WatchHubTest, SubjectAndTypeFiltersApplyToTheIndexAndToLiveEvents) {
   Index("p1", kT0 + 100, "dcm.provider.registered");
   Index("p2", kT0 + 200, "dcm.provider.registered");
   Index("p1", kT0 + 300, "dcm.health.x");
-  auto s = Watch({.query = {.subject = "p1", .type = "dcm.provider.*", .since_ms = kT0},
-                  .resume = ""});
+  auto s =
+      Watch({.query = {.subject = "p1", .type = "dcm.provider.*", .since_ms = kT0}, .resume = ""});
   hub_->Poll();
   Index("p1", kT0 + 1100, "dcm.provider.updated");
   Index("p2", kT0 + 1100, "dcm.provider.updated");
