@@ -94,6 +94,16 @@ class ConsoleBase(unittest.TestCase):
                 return False
         return WebDriverWait(self.driver, timeout, poll_frequency=0.1).until(check, what)
 
+    def click(self, find, what="element to click"):
+        """Clicks what `find(driver)` returns, finding it again if a live update replaced it."""
+        def attempt(driver):
+            element = find(driver)
+            if element is None:
+                return False
+            element.click()
+            return True
+        self.until(attempt, what=what)
+
     def css(self, selector):
         return self.driver.find_elements(By.CSS_SELECTOR, selector)
 
@@ -145,8 +155,8 @@ class ConsoleTest(ConsoleBase):
         self.open("/providers")
         self.until(lambda d: all("Ready" in self.row_text(p) for p in self.pids.values()),
                    what="every simulated provider listed Ready")
-        for name, pid in self.pids.items():
-            self.assertIn(name, self.row_text(pid))
+        self.until(lambda d: all(n in self.row_text(p) for n, p in self.pids.items()),
+                   what="each provider's name in its row")
         self.assertIn("Auth off", self.text("dcm-token-panel"))
         self.until(lambda d: self.css("dcm-live-indicator")[0].get_attribute("state") == self.live,
                    what=f"indicator {self.live}")
@@ -159,8 +169,8 @@ class ConsoleTest(ConsoleBase):
                    what=f"{victim} Unavailable in the table")
         self.assertEqual(self.driver.execute_script("return window.__sameDocument;"), 42,
                          "the page was reloaded")
-        badge = self.row(self.pids[victim]).find_element(By.CSS_SELECTOR, "dcm-badge")
-        self.assertIn("tone-bad", badge.get_attribute("class"))
+        self.until(lambda d: "tone-bad" in self.row(self.pids[victim]).find_element(
+            By.CSS_SELECTOR, "dcm-badge").get_attribute("class"), what="a bad-tone badge")
         # The filter shows only that one.
         self.driver.find_element(By.CSS_SELECTOR, "#filter-health option[value=Unavailable]").click()
         self.until(lambda d: len(self.css("tbody tr")) == 1, what="one Unavailable row")
@@ -176,8 +186,7 @@ class ConsoleTest(ConsoleBase):
         self.all_ready()
         name = sorted(self.pids)[-1]
         self.open("/providers")
-        link = self.until(lambda d: d.find_element(By.LINK_TEXT, name), what="provider link")
-        link.click()
+        self.click(lambda d: d.find_element(By.LINK_TEXT, name), what="provider link")
         self.until(lambda d: d.current_url.endswith(f"#/providers/{self.pids[name]}"))
         self.until(lambda d: "Consecutive successes" in self.text(".provider-detail"),
                    what="health detail")
@@ -203,7 +212,8 @@ class ConsoleTest(ConsoleBase):
 
         self.open("/instances")
         self.until(lambda d: old in self.row_text(cid), what="the instance row")
-        self.row(cid).find_element(By.CSS_SELECTOR, "button.rehydrate").click()
+        self.click(lambda d: (r := self.row(cid)) and r.find_element(By.CSS_SELECTOR,
+                                                                 "button.rehydrate"))
         result = self.until(lambda d: d.find_element(By.CSS_SELECTOR, "#rehydrate-result .new-resource"),
                             what="rehydration result")
         new = result.text
@@ -219,7 +229,8 @@ class ConsoleTest(ConsoleBase):
         self.until(lambda d: "FAILED" in self.row_text(old), timeout=15, what="FAILED record")
         self.screenshot("cleanup-failed")
         self.sim.set_fault(fail_deletes=False)
-        self.row(old).find_element(By.CSS_SELECTOR, "button.retry").click()
+        self.click(lambda d: (r := self.row(old)) and r.find_element(By.CSS_SELECTOR,
+                                                                 "button.retry"))
         self.until(lambda d: "PENDING again" in self.status(), what="retry confirmed")
         self.until(lambda d: self.row(old) is None, timeout=15, what="the record deleted")
         # Deleted on its SP; the new one is still held.
@@ -327,7 +338,9 @@ class ConsoleAuthTest(ConsoleBase):
         cid = self.instance["id"]
         self.until(lambda d: self.row(cid) is not None, what="the instance listed")
         # From the keyboard: the button is a real <button>, Enter presses it.
-        self.row(cid).find_element(By.CSS_SELECTOR, "button.rehydrate").send_keys(Keys.ENTER)
+        self.until(lambda d: self.row(cid).find_element(
+            By.CSS_SELECTOR, "button.rehydrate").send_keys(Keys.ENTER) or True,
+            what="Enter on Rehydrate")
         message = "Your token's role cannot rehydrate (needs dcm-user or dcm-admin)"
         self.until(lambda d: message in self.text("#rehydrate-result"), what="the 403 message")
         self.screenshot("auth-403-rehydrate")
