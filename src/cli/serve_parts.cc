@@ -281,8 +281,6 @@ void AddProber(ServeParts& parts) {
                         .ready = [p = parts.prober.get()] { return p->Healthy() && p->Joined(); }});
 }
 
-// Consistent reads (SPEC §7): the barrier hears every batch the runners apply (set before they
-// start) and the command buses' acknowledged writes; its thread runs the reads that waited.
 http::ApiContext BuildApi(const ServeParts& parts);
 
 // Watch streams (SPEC §9): the hub hears the audit index's commits (its feed) and every other
@@ -316,6 +314,8 @@ void AddWatchHub(ServeParts& parts) {
                         .stop = [h = parts.watch_hub.get()] { h->Stop(); }});
 }
 
+// Consistent reads (SPEC §7): the barrier hears every batch the runners apply (set before they
+// start) and the command buses' acknowledged writes; its thread runs the reads that waited.
 void AddReadBarrier(ServeParts& parts) {
   const Topics& topics = parts.config.topics;
   std::vector<ReadBarrier::ProjectionTopics> projections;

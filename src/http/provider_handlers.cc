@@ -28,14 +28,6 @@ void RecordEdgeRejection(const ApiContext& ctx, const HttpRequest& request, Requ
   ctx.commands->Record(EncodeProviderOutcome(o, ctx.source, ctx.clock->NowMillis()));
 }
 
-// The provider's health record, or nullopt (never probed, or no health view). A read error
-// shows as never probed: health is advisory on provider reads.
-std::optional<HealthRecord> HealthOf(const ApiContext& ctx, const std::string& id) {
-  if (!ctx.health) return std::nullopt;
-  auto record = ctx.health->Get(id);
-  return record ? std::move(*record) : std::nullopt;
-}
-
 std::string Render(const ApiContext& ctx, const Provider& p, const std::string& status = "") {
   const auto health = HealthOf(ctx, p.id);
   return RenderProvider(p, health ? &*health : nullptr, status);
@@ -117,6 +109,12 @@ bool CheckId(const ApiContext& ctx, const HttpRequest& request, RequestKind kind
 }
 
 }  // namespace
+
+std::optional<HealthRecord> HealthOf(const ApiContext& ctx, const std::string& id) {
+  if (!ctx.health) return std::nullopt;
+  auto record = ctx.health->Get(id);
+  return record ? std::move(*record) : std::nullopt;
+}
 
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond) {
   ProviderRequest r;

@@ -63,6 +63,10 @@ struct ApiContext {
   WatchHub* watches = nullptr;
 };
 
+// The provider's health record, or nullopt (never probed, or no health view). A read error
+// shows as never probed: health is advisory on provider reads.
+std::optional<HealthRecord> HealthOf(const ApiContext& ctx, const std::string& id);
+
 void RegisterProvider(const HttpRequest& request, const ApiContext& ctx, Respond respond);
 void ListProviders(const HttpRequest& request, const ApiContext& ctx, Respond respond);
 void GetProvider(const HttpRequest& request, const std::string& id, const ApiContext& ctx,

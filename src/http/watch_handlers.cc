@@ -82,10 +82,7 @@ WatchLister ProviderLister(const ApiContext& ctx) {
     do {
       ASSIGN_OR_RETURN(auto page, ctx.registry->List(ProviderFilter{}, token, kListPage));
       for (const Provider& p : page.providers) {
-        std::optional<HealthRecord> health;
-        if (ctx.health != nullptr) {
-          if (auto record = ctx.health->Get(p.id)) health = std::move(*record);
-        }
+        const std::optional<HealthRecord> health = HealthOf(ctx, p.id);
         const HealthRecord* h = health ? &*health : nullptr;
         out.push_back(
             WatchItem{p.id,

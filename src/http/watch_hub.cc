@@ -142,7 +142,9 @@ void WatchHub::Stop() {
   streams_ = 0;
 }
 
-HttpResponse WatchHub::Admit(std::shared_ptr<ResponseStream>* stream) {
+template <class Watcher>
+HttpResponse WatchHub::Admit(std::unique_ptr<Watcher> w,
+                             std::vector<std::unique_ptr<Watcher>> WatchHub::*queue) {
   if (streams_.fetch_add(1) >= options_.max_streams) {
     streams_.fetch_sub(1);
     if (refused_) refused_->Inc();
@@ -151,12 +153,21 @@ HttpResponse WatchHub::Admit(std::shared_ptr<ResponseStream>* stream) {
     r.headers.emplace_back("Retry-After", "5");
     return r;
   }
-  *stream = std::make_shared<ResponseStream>(options_.buffer_bytes);
+  w->stream = std::make_shared<ResponseStream>(options_.buffer_bytes);
   HttpResponse r;
   r.content_type = "text/event-stream; charset=utf-8";
-  r.stream = *stream;
+  r.stream = w->stream;
   // Reconnect after 1 s (EventSource's default is 3 s).
-  (*stream)->Write("retry: 1000\n\n");
+  w->stream->Write("retry: 1000\n\n");
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) {
+      streams_.fetch_sub(1);
+      return Problem(503, "the watch service is stopping");
+    }
+    (this->*queue).push_back(std::move(w));
+  }
+  cv_.notify_one();
   return r;
 }
 
@@ -170,21 +181,10 @@ HttpResponse WatchHub::WatchEvents(EventWatchRequest request) {
     }
     w->floor = *key;
   } else if (request.query.since_ms > 0) {
-    w->floor = fmt::format("{:013}/", request.query.since_ms - 1) + "\xff";
+    w->floor = WatermarkKey(request.query.since_ms - 1);
   }
   w->query = std::move(request.query);
-  HttpResponse r = Admit(&w->stream);
-  if (!r.stream) return r;
-  {
-    std::lock_guard lock(mu_);
-    if (stopped_) {
-      streams_.fetch_sub(1);
-      return Problem(503, "the watch service is stopping");
-    }
-    new_events_.push_back(std::move(w));
-  }
-  cv_.notify_one();
-  return r;
+  return Admit(std::move(w), &WatchHub::new_events_);
 }
 
 HttpResponse WatchHub::WatchList(ListWatchRequest request) {
@@ -193,18 +193,7 @@ HttpResponse WatchHub::WatchList(ListWatchRequest request) {
   }
   auto w = std::make_unique<ListWatcher>();
   w->request = std::move(request);
-  HttpResponse r = Admit(&w->stream);
-  if (!r.stream) return r;
-  {
-    std::lock_guard lock(mu_);
-    if (stopped_) {
-      streams_.fetch_sub(1);
-      return Problem(503, "the watch service is stopping");
-    }
-    new_lists_.push_back(std::move(w));
-  }
-  cv_.notify_one();
-  return r;
+  return Admit(std::move(w), &WatchHub::new_lists_);
 }
 
 void WatchHub::Indexed(std::vector<IndexedEvent> entries) {

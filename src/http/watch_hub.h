@@ -133,8 +133,11 @@ class WatchHub {
   void Relist(int kind, int64_t now_ms);
   void Send(EventWatcher& w, const IndexedEvent& e, const std::string& id);
   void Prune();
-  // A stream under the cap (the 200 to answer with), or the 503.
-  HttpResponse Admit(std::shared_ptr<ResponseStream>* stream);
+  // Gives `w` a stream under the cap and queues it for the hub thread: the 200 to answer with,
+  // or the 503.
+  template <class Watcher>
+  HttpResponse Admit(std::unique_ptr<Watcher> w,
+                     std::vector<std::unique_ptr<Watcher>> WatchHub::*queue);
 
   WatchOptions options_;
   WatchSources sources_;

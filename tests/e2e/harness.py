@@ -337,17 +337,21 @@ def main():
     unittest.main(verbosity=2)
 
 
-def history(client, path):
-    """Every event of `{API}/{path}/history` (e.g. "providers/<id>"), all pages, oldest first."""
+def events_pages(client, path):
+    """Every `events` item of `path` (a URL with a query), all pages, in order."""
     events, token = [], ""
     while True:
-        r = client.get(f"{API}/{path}/history?max_page_size=100" +
-                       (f"&page_token={token}" if token else ""))
+        r = client.get(f"{path}&max_page_size=100" + (f"&page_token={token}" if token else ""))
         assert r.status == 200, r
         events += r.json()["events"]
         token = r.json().get("next_page_token")
         if not token:
             return events
+
+
+def history(client, path):
+    """Every event of `{API}/{path}/history` (e.g. "providers/<id>"), all pages, oldest first."""
+    return events_pages(client, f"{API}/{path}/history?")
 
 
 class SpSim:

@@ -18,8 +18,8 @@ import time
 import unittest
 import urllib.parse
 
-from harness import (API, Cluster, DevServer, SpSim, SseStream, main, provider_body, rfc3339_ms,
-                     wait_until)
+from harness import (API, Cluster, DevServer, SpSim, SseStream, events_pages, main, provider_body,
+                     rfc3339_ms, wait_until)
 
 FAST = ["--health-check-interval", "300ms", "--health-check-timeout", "1s",
         "--health-check-base-backoff-interval", "300ms",
@@ -33,15 +33,7 @@ def iso(ms):
 
 def event_list(client, query):
     """Every event of GET /events?<query>, all pages, in list order."""
-    out, token = [], ""
-    while True:
-        r = client.get(f"{API}/events?{query}&max_page_size=100" +
-                       (f"&page_token={token}" if token else ""))
-        assert r.status == 200, r
-        out += r.json()["events"]
-        token = r.json().get("next_page_token")
-        if not token:
-            return out
+    return events_pages(client, f"{API}/events?{query}")
 
 
 def metric(client, name):
