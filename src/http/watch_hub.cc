@@ -329,18 +329,24 @@ void WatchHub::Release(int64_t now_ms) {
   }
 }
 
+// Catching up goes on only while the reader keeps up (less than half a buffer waits for it): a
+// slow one catches up at its own pace, and one that read nothing for kCatchUpStallMs is cut off
+// as a live one would be.
+bool WatchHub::Blocked(EventWatcher& w) {
+  if (w.stream->buffered() <= options_.buffer_bytes / 2) {
+    w.stalled_since_ms = 0;
+    return false;
+  }
+  const int64_t now_ms = sources_.clock->NowMillis();
+  if (w.stalled_since_ms == 0) w.stalled_since_ms = now_ms;
+  if (now_ms - w.stalled_since_ms >= kCatchUpStallMs) w.stream->CutOff();
+  return true;
+}
+
 void WatchHub::CatchUp(EventWatcher& w) {
   if (watermark_ms_ <= 0) return;  // nothing released yet: no upper bound to scan to
   for (int page_no = 0; page_no < kCatchUpPages; ++page_no) {
-    // Only while the reader keeps up: a slow one catches up at its own pace, and one that read
-    // nothing for kCatchUpStallMs is cut off as a live one would be.
-    if (w.stream->buffered() > options_.buffer_bytes / 2) {
-      const int64_t now_ms = sources_.clock->NowMillis();
-      if (w.stalled_since_ms == 0) w.stalled_since_ms = now_ms;
-      if (now_ms - w.stalled_since_ms >= kCatchUpStallMs) w.stream->CutOff();
-      return;
-    }
-    w.stalled_since_ms = 0;
+    if (Blocked(w)) return;
     AuditQuery query = w.query;
     query.page_token = EncodePageToken(w.cursor);
     query.until_ms = query.until_ms > 0 ? std::min(query.until_ms, watermark_ms_) : watermark_ms_;
@@ -364,6 +370,9 @@ void WatchHub::CatchUp(EventWatcher& w) {
       if (sent_) sent_->Inc();
       if (entry.time_ms >= remember_from) w.scanned.insert(key);
       w.cursor = std::move(key);
+      // The rest of the page waits (read again from the cursor): a page never overflows a
+      // reader that keeps up.
+      if (Blocked(w)) return;
     }
     if (page->next_page_token.empty()) {
       w.cursor = std::max(w.cursor, released_);

@@ -130,6 +130,7 @@ class WatchHub {
   void TakeIndexed(std::vector<IndexedEvent> batch);
   void Release(int64_t now_ms);
   void CatchUp(EventWatcher& w);
+  bool Blocked(EventWatcher& w);
   void Relist(int kind, int64_t now_ms);
   void Send(EventWatcher& w, const IndexedEvent& e, const std::string& id);
   void Prune();

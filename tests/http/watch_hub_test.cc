@@ -224,6 +224,23 @@ TEST_F(WatchHubTest, AReaderThatFallsABufferBehindIsCutOffAndTheOthersGetEveryth
   EXPECT_EQ(metrics_.GetCounter("dcm_watch_cut_off_total", "").Value(), 1);
 }
 
+TEST_F(WatchHubTest, ACatchingUpReaderThatReadsNothingFor30sIsCutOff) {
+  Make(WatchOptions{.buffer_bytes = 4096});
+  for (int i = 0; i < 100; ++i) Index("old" + std::to_string(i), kT0 + i);
+  auto stalled = Watch({.query = {.since_ms = kT0}, .resume = ""});
+  hub_->Poll();  // fills half its buffer, then waits for the reader
+  EXPECT_EQ(stalled->state(), ResponseStream::State::kOpen);
+  clock_.Advance(std::chrono::seconds(29));
+  hub_->Poll();
+  EXPECT_EQ(stalled->state(), ResponseStream::State::kOpen);
+  clock_.Advance(std::chrono::seconds(2));
+  hub_->Poll();
+  EXPECT_EQ(stalled->state(), ResponseStream::State::kOverflow);
+  hub_->Poll();
+  EXPECT_EQ(hub_->streams(), 0u);
+  EXPECT_EQ(metrics_.GetCounter("dcm_watch_cut_off_total", "").Value(), 1);
+}
+
 TEST_F(WatchHubTest, TheStreamCapAnswers503AndAClosedStreamFreesItsSlot) {
   Make(WatchOptions{.max_streams = 1});
   auto s = Watch({});
