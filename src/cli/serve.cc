@@ -60,6 +60,7 @@ struct ServeFlags {
   // SPEC §7.
   std::string heavy_read_timeout = "10s";
   std::string watch_settle = "250ms";  // SPEC §9
+  std::string watch_stall_timeout = "10s";
 };
 
 // Consumer long-poll on the embedded mock, in ms (see ResolveFlags).
@@ -97,7 +98,9 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
                    "AUTH_JWKS_MIN_REFRESH_INTERVAL"},
         std::tuple{&flags.heavy_read_timeout, &config.limits.heavy_read_timeout,
                    "--heavy-read-timeout"},
-        std::tuple{&flags.watch_settle, &config.limits.watch_settle, "--watch-settle"}}) {
+        std::tuple{&flags.watch_settle, &config.limits.watch_settle, "--watch-settle"},
+        std::tuple{&flags.watch_stall_timeout, &config.limits.watch_stall_timeout,
+                   "--watch-stall-timeout"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed)
       return MakeError(parsed.error().code, std::string(name) + ": " + parsed.error().message);
@@ -355,14 +358,18 @@ void RegisterLimitFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("DCM_WATCH_MAX_STREAMS")
       ->capture_default_str();
   cmd->add_option("--watch-buffer-bytes", l.watch_buffer_bytes,
-                  "Bytes a watch stream buffers for a reader that does not keep up; then it is "
-                  "cut off")
+                  "Bytes a watch stream buffers for its reader (an events watch half a buffer "
+                  "behind reads the index at its reader's pace; a list watch is cut off)")
       ->envname("DCM_WATCH_BUFFER_BYTES")
       ->capture_default_str();
   cmd->add_option("--watch-settle", flags.watch_settle,
                   "An event goes out to /events watchers once this passed its time (so events "
                   "indexed out of time order go out in order)")
       ->envname("DCM_WATCH_SETTLE")
+      ->capture_default_str();
+  cmd->add_option("--watch-stall-timeout", flags.watch_stall_timeout,
+                  "A watch whose reader reads nothing for this long while data waits is cut off")
+      ->envname("DCM_WATCH_STALL_TIMEOUT")
       ->capture_default_str();
 }
 
