@@ -40,6 +40,13 @@ PID=""
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; true' EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# "<thread name> <ticks>" per thread name of process $1.
+thread_ticks() {
+  for t in /proc/"$1"/task/*/stat; do
+    sed -E 's/^[0-9]+ \((.*)\) . (.*)$/\1|\2/' "$t" 2>/dev/null |
+      awk -F'|' '{split($2, f, " "); gsub(/ /, "_", $1); print $1, f[11] + f[12]}'
+  done | awk '{s[$1] += $2} END {for (k in s) print k, s[k]}' | sort
+}
 status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 iso_ms() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%S.%3NZ; }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "n/a")}'; }
@@ -126,14 +133,23 @@ storm_run() {
   until=$(iso_ms "$(echo "$now + $STORM + 6" | bc)")
   if [ "$with" = 1 ]; then
     local path="/api/v1alpha1/events?watch=true&since=$since&until=$until"
-    "$LOAD" --port "$PORT" --duration "$((STORM + 6))" --watch "$path" --count "$STORM_WATCHERS" \
-      --stalled "$path" --count 1 >"$OUT/storm.json" &
+    "$LOAD" --port "$PORT" --duration "$((STORM + 6))" --drain 120 --watch "$path" \
+      --count "$STORM_WATCHERS" --stalled "$path" --count 1 >"$OUT/storm.json" &
     load=$!
     sleep 1.5
   fi
   wrk -t1 -c64 -d2s -s tests/bench/register.lua "$URL" >/dev/null  # warm-up
+  thread_ticks "$PID" >"$OUT/threads.before"
+  local t0 t1
+  t0=$(cpu_ticks "$PID")
   rps=$(wrk -t1 -c64 -d"${STORM}s" -s tests/bench/register.lua "$URL" |
     awk '/Requests\/sec/ {print $2}')
+  t1=$(cpu_ticks "$PID")
+  thread_ticks "$PID" >"$OUT/threads.after"
+  # The busiest threads over the storm, in % of one core.
+  echo "threads (watchers=$with): $(join "$OUT/threads.before" "$OUT/threads.after" |
+    awk -v t="$TICKS" -v d="$STORM" '{printf "%s %.0f\n", $1, ($3 - $2) / t / d * 100}' |
+    sort -k2 -nr | head -8 | tr '\n' ' ')" >>"$OUT/threads"
   hwm=$(status_kb "$PID" VmHWM)
   if [ -n "$load" ]; then
     wait "$load"
@@ -144,17 +160,21 @@ storm_run() {
     listed=0 json='{}'
   fi
   stop_serve
-  python3 - "$with" "$rps" "$hwm" "$listed" "$json" <<'EOF' | tee -a "$OUT/storm"
+  python3 - "$with" "$rps" "$hwm" "$listed" "$json" "$t0" "$t1" "$TICKS" "$STORM" \
+    <<'EOF' | tee -a "$OUT/storm"
 import json, sys
 with_, rps, hwm, listed, r = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
-line = f"watchers={with_} rps={rps:.0f} hwm_mib={hwm / 1024:.1f}"
+t0, t1, ticks, dur = map(float, sys.argv[6:10])
+line = (f"watchers={with_} rps={rps:.0f} hwm_mib={hwm / 1024:.1f} "
+        f"dcm_cpu_pct={(t1 - t0) / ticks / dur * 100:.0f}")
 if with_ == "1":
     g = r["groups"][0]
     line += (f" listed={listed} per_watcher_min={g['per_connection_min']} "
              f"per_watcher_max={g['per_connection_max']} ended={g['ended']}/{g['connections']} "
              f"stalled_cut_off={r['stalled_cut_off']}/{r['stalled']} "
              f"lossless={g['per_connection_min'] == g['per_connection_max'] == listed} "
-             f"p50={g['latency_ms']['p50']} p99={g['latency_ms']['p99']}")
+             f"p50={g['latency_ms']['p50']} p99={g['latency_ms']['p99']} "
+             f"watch_load_cpu_s={r['cpu_s']}")
 print(line)
 EOF
 }
@@ -187,4 +207,5 @@ if [ "$PART" = all ] || [ "$PART" = storm ]; then
   with=$(grep '^watchers=1' "$OUT/storm" | grep -o 'rps=[^ ]*' | cut -d= -f2 | median)
   echo "== storm medians of $RUNS: without watchers $without req/s, with $with req/s," \
     "ratio $(echo "scale=2; $with / $without" | bc)"
+  cat "$OUT/threads"
 fi

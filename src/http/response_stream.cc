@@ -48,7 +48,21 @@ ResponseStream::State ResponseStream::Take(std::string* out) {
   std::lock_guard lock(mu_);
   out->swap(buffer_);
   if (out->empty() && state_ == State::kOpen) wake_armed_ = true;
+  if (!out->empty() && drain_armed_) {
+    drain_armed_ = false;
+    if (on_drained_) on_drained_();
+  }
   return state_;
+}
+
+void ResponseStream::WaitForDrain() {
+  std::lock_guard lock(mu_);
+  drain_armed_ = true;
+}
+
+void ResponseStream::SetOnDrained(std::function<void()> on_drained) {
+  std::lock_guard lock(mu_);
+  on_drained_ = std::move(on_drained);
 }
 
 void ResponseStream::SetWake(std::function<void()> wake) {

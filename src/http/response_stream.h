@@ -42,6 +42,13 @@ class ResponseStream {
   // The producer gives up on a reader that does not read: as an overflow (kOverflow).
   void CutOff();
 
+  // The producer stopped writing until the reader catches up: the next Take that moves bytes
+  // calls the function given to SetOnDrained (on the connection's thread, under the stream's
+  // lock: it must be quick and must not call the stream). SetOnDrained(nullptr) waits for a
+  // call in progress, so after it the function is never called again.
+  void WaitForDrain();
+  void SetOnDrained(std::function<void()> on_drained);
+
   // Connection side. Moves the buffered bytes into `out` (cleared first) and returns the state.
   // When the buffer is empty and the stream open, the next Write calls `wake`.
   State Take(std::string* out);
@@ -57,10 +64,12 @@ class ResponseStream {
 
   const size_t max_buffered_;
   mutable std::mutex mu_;
-  std::string buffer_;          // under mu_
-  State state_ = State::kOpen;  // under mu_
-  bool wake_armed_ = false;     // under mu_: the connection waits for the next Write
-  std::function<void()> wake_;  // under mu_
+  std::string buffer_;                // under mu_
+  State state_ = State::kOpen;        // under mu_
+  bool wake_armed_ = false;           // under mu_: the connection waits for the next Write
+  std::function<void()> wake_;        // under mu_
+  bool drain_armed_ = false;          // under mu_: the producer waits for the next Take
+  std::function<void()> on_drained_;  // under mu_
 };
 
 }  // namespace dcm::http

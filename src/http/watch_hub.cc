@@ -42,6 +42,32 @@ bool AttrsMatch(const std::vector<std::pair<std::string, std::string>>& filters,
 
 }  // namespace
 
+// One pass that tracks strings and nesting, without decoding the rest.
+std::string_view StoredEventType(std::string_view json) {
+  int depth = 0;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == '"') {
+      const size_t start = i + 1;
+      for (++i; i < json.size() && json[i] != '"'; ++i) {
+        if (json[i] == '\\') ++i;
+      }
+      if (depth != 1 || json.substr(start, i - start) != "type") continue;
+      size_t v = json.find_first_not_of(" \t\r\n", i + 1);
+      if (v == std::string_view::npos || json[v] != ':') continue;  // a value "type", not a key
+      v = json.find_first_not_of(" \t\r\n", v + 1);
+      if (v == std::string_view::npos || json[v] != '"') return "";
+      const size_t end = json.find('"', v + 1);
+      return end == std::string_view::npos ? "" : json.substr(v + 1, end - v - 1);
+    }
+  }
+  return "";
+}
+
 std::string AuditEntryKey(const AuditEntry& e) {
   return fmt::format("{:013}/{}/{:06}/{:012}", e.time_ms, e.topic, e.partition, e.offset);
 }
@@ -116,7 +142,9 @@ WatchHub::WatchHub(WatchOptions options, WatchSources sources, Metrics* metrics)
       "");
   behind_ = &metrics->GetCounter(
       "dcm_watch_fell_behind_total",
-      "Live event watches that fell half a buffer behind and went back to reading the index", "");
+      "Live event watches that fell further behind than the hub keeps and went back to reading "
+      "the index",
+      "");
   late_ = &metrics->GetCounter(
       "dcm_watch_late_events_total",
       "Events indexed after the watch watermark passed their time (sent out of order)", "");
@@ -141,7 +169,10 @@ void WatchHub::Stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   auto close_all = [](auto& watchers) {
-    for (auto& w : watchers) w->stream->Close();
+    for (auto& w : watchers) {
+      w->stream->SetOnDrained(nullptr);
+      w->stream->Close();
+    }
     watchers.clear();
   };
   close_all(event_watchers_);
@@ -163,6 +194,15 @@ HttpResponse WatchHub::Admit(std::unique_ptr<Watcher> w,
     return r;
   }
   w->stream = std::make_shared<ResponseStream>(options_.buffer_bytes);
+  // A watcher waiting for its reader (catching up, or a list's snapshot) goes on at once when
+  // the connection took its bytes, not at the next tick.
+  w->stream->SetOnDrained([this] {
+    {
+      std::lock_guard lock(mu_);
+      drained_ = true;
+    }
+    cv_.notify_one();
+  });
   HttpResponse r;
   r.content_type = "text/event-stream; charset=utf-8";
   r.stream = w->stream;
@@ -227,7 +267,9 @@ void WatchHub::Run() {
   std::unique_lock lock(mu_);
   while (!stopped_) {
     Round(lock);
-    cv_.wait_for(lock, options_.tick);
+    cv_.wait_for(lock, options_.tick, [this] {
+      return stopped_ || drained_ || !inbox_.empty() || !new_events_.empty() || !new_lists_.empty();
+    });
   }
 }
 
@@ -237,6 +279,7 @@ void WatchHub::Poll() {
 }
 
 void WatchHub::Round(std::unique_lock<std::mutex>& lock) {
+  drained_ = false;
   std::vector<IndexedEvent> batch;
   batch.swap(inbox_);
   auto fresh_events = std::move(new_events_);
@@ -288,20 +331,34 @@ void WatchHub::TakeIndexed(std::vector<IndexedEvent> batch) {
     newest_ms_ = std::max(newest_ms_, e.entry.time_ms);
     std::string key = AuditEntryKey(e.entry);
     if (key >= released_) {
-      pending_.emplace(std::move(key), std::move(e));
+      pending_.emplace(std::move(key), Pending{std::move(e), {}});
       continue;
     }
-    // Late: indexed after the watermark passed its time. Sent now, out of order, to each
-    // watcher it concerns that will not read it from the index.
+    // Late: indexed after the watermark passed its time. A watcher that passed its place gets
+    // it now, out of order; a live one behind it gets it in order from the retained entries; a
+    // catching-up one before it reads it from the index.
     if (late_) late_->Inc();
+    bool retain = false;
     for (auto& w : event_watchers_) {
       if (w->dead || key <= w->floor || !w->Matches(e)) continue;
-      if (!w->live && key > w->cursor) continue;  // its catch-up scan will read it
-      if (w->scanned.count(key) > 0) continue;    // its catch-up scan sent it
+      if (key > w->cursor) {
+        retain = retain || w->live;
+        continue;
+      }
+      if (w->scanned.count(key) > 0) continue;  // its catch-up scan sent it
       Send(*w, e, EncodePageToken(w->cursor));
-      FellBehind(*w);  // the key is below its cursor: the scan goes on after it
     }
+    if (retain) Retain(pending_.emplace(std::move(key), Pending{std::move(e), {}}).first);
   }
+}
+
+// A released entry, rendered once for every watcher; its bytes count against kRetainBytes.
+void WatchHub::Retain(std::map<std::string, Pending>::iterator it) {
+  if (!it->second.sse.empty()) return;
+  const IndexedEvent& e = it->second.event;
+  AppendSse(&it->second.sse, EncodePageToken(it->first), e.type, e.entry.json);
+  std::string().swap(it->second.event.entry.json);
+  retained_bytes_ += it->first.size() + it->second.sse.size();
 }
 
 void WatchHub::Release(int64_t now_ms) {
@@ -309,40 +366,68 @@ void WatchHub::Release(int64_t now_ms) {
   const int64_t lag = sources_.audit_lag ? sources_.audit_lag() : 0;
   int64_t w = now_ms - settle;
   if (lag > 0) w = std::min(w, newest_ms_ - settle);
-  if (w <= watermark_ms_) return;
-  watermark_ms_ = w;
-  std::string release = WatermarkKey(w);
-  auto end = pending_.lower_bound(release);
-  for (auto it = pending_.begin(); it != end; ++it) {
-    const std::string id = EncodePageToken(it->first);
-    for (auto& ew : event_watchers_) {
-      if (ew->live && !ew->dead && it->first > ew->cursor && ew->Matches(it->second)) {
-        Send(*ew, it->second, id);
-        if (FellBehind(*ew)) ew->cursor = it->first;  // the rest comes from the index
-      }
+  if (w > watermark_ms_) {
+    watermark_ms_ = w;
+    std::string release = WatermarkKey(w);
+    for (auto it = pending_.lower_bound(released_); it != pending_.end() && it->first < release;
+         ++it) {
+      Retain(it);
     }
+    released_ = std::move(release);
   }
-  pending_.erase(pending_.begin(), end);
-  released_ = std::move(release);
   for (auto& ew : event_watchers_) {
-    if (!ew->live) continue;
-    ew->cursor = std::max(ew->cursor, released_);
-    if (!ew->scanned.empty()) {
-      ew->scanned.erase(ew->scanned.begin(),
-                        ew->scanned.lower_bound(WatermarkKey(w - kScannedMemoryMs)));
-    }
-    // A bounded watch ends once the watermark passed its `until`.
-    if (ew->query.until_ms > 0 && w > ew->query.until_ms) ew->stream->Close();
+    if (ew->live && !ew->dead) Pump(*ew);
   }
+  Trim();
 }
 
-// A live watcher with half a buffer waiting for its reader reads the index from where it is
-// instead (catching up), so a burst or a slow reader never fills its buffer.
-bool WatchHub::FellBehind(EventWatcher& w) {
-  if (!w.live || w.dead || w.stream->buffered() <= options_.buffer_bytes / 2) return false;
-  w.live = false;
-  if (behind_) behind_->Inc();
-  return true;
+// Sends a live watcher the released entries after its cursor, in order, while its reader keeps
+// up; then it waits (for the connection to take its bytes, or the next round).
+void WatchHub::Pump(EventWatcher& w) {
+  if (Blocked(w)) return;
+  auto it = pending_.upper_bound(w.cursor);
+  for (; it != pending_.end() && it->first < released_; ++it) {
+    if (!w.Matches(it->second.event)) continue;
+    if (!w.stream->Write(it->second.sse)) {
+      w.dead = true;
+      return;
+    }
+    if (sent_) sent_->Inc();
+    if (Blocked(w)) {
+      w.cursor = it->first;
+      return;
+    }
+  }
+  w.cursor = std::max(w.cursor, released_);
+  if (!w.scanned.empty()) {
+    w.scanned.erase(w.scanned.begin(),
+                    w.scanned.lower_bound(WatermarkKey(watermark_ms_ - kScannedMemoryMs)));
+  }
+  // A bounded watch ends once the watermark passed its `until`.
+  if (w.query.until_ms > 0 && watermark_ms_ > w.query.until_ms) w.stream->Close();
+}
+
+// Drops the released entries every live watcher passed. Past kRetainBytes the live watcher
+// furthest behind reads the index from its cursor instead (catching up), so the entries kept
+// for slow readers stay bounded.
+void WatchHub::Trim() {
+  while (true) {
+    EventWatcher* last = nullptr;
+    for (auto& w : event_watchers_) {
+      if (w->live && !w->dead && w->cursor < released_ && (!last || w->cursor < last->cursor)) {
+        last = w.get();
+      }
+    }
+    const std::string& keep_after = last ? last->cursor : released_;
+    for (auto it = pending_.begin();
+         it != pending_.end() && it->first < released_ && it->first <= keep_after;) {
+      retained_bytes_ -= it->first.size() + it->second.sse.size();
+      it = pending_.erase(it);
+    }
+    if (retained_bytes_ <= options_.retain_bytes || last == nullptr) return;
+    last->live = false;
+    if (behind_) behind_->Inc();
+  }
 }
 
 // Catching up (and a list's snapshot) goes on only while the reader keeps up (at most half a
@@ -353,6 +438,7 @@ bool WatchHub::Blocked(ResponseStream& stream, int64_t& stalled_since_ms) {
     stalled_since_ms = 0;
     return false;
   }
+  stream.WaitForDrain();
   const int64_t now_ms = sources_.clock->NowMillis();
   if (stalled_since_ms == 0) stalled_since_ms = now_ms;
   if (now_ms - stalled_since_ms >= options_.stall_timeout.count()) stream.CutOff();
@@ -401,8 +487,7 @@ void WatchHub::CatchUp(EventWatcher& w) {
       std::string key = AuditEntryKey(entry);
       const std::string id = EncodePageToken(key);
       std::string out;
-      auto event = DecodeCloudEvent(entry.json);
-      AppendSse(&out, id, event ? std::string_view(event->type) : "", entry.json);
+      AppendSse(&out, id, StoredEventType(entry.json), entry.json);
       if (!w.stream->Write(out)) {
         w.dead = true;
         return;
@@ -484,6 +569,7 @@ void WatchHub::Relist(int kind, int64_t now_ms) {
 void WatchHub::Prune() {
   auto gone = [this](const auto& w) {
     if (!w->dead && w->stream->state() == ResponseStream::State::kOpen) return false;
+    w->stream->SetOnDrained(nullptr);  // the connection may hold the stream longer than the hub
     if (w->stream->state() == ResponseStream::State::kOverflow && cut_off_) cut_off_->Inc();
     w->stream->Close();
     streams_.fetch_sub(1);

@@ -78,6 +78,7 @@ struct WatchOptions {
   size_t buffer_bytes = 128 * 1024;
   std::chrono::milliseconds settle{250};
   std::chrono::milliseconds stall_timeout{10000};  // a reader blocked this long is cut off
+  size_t retain_bytes = 32 << 20;  // released entries kept for live watchers behind (all of them)
   std::chrono::milliseconds list_interval{100};
   std::chrono::milliseconds tick{50};  // the hub's wake-up when nothing happens
 };
@@ -136,7 +137,13 @@ class WatchHub {
   void TakeIndexed(std::vector<IndexedEvent> batch);
   void Release(int64_t now_ms);
   void CatchUp(EventWatcher& w);
-  bool FellBehind(EventWatcher& w);
+  struct Pending {
+    IndexedEvent event;  // its json dropped once rendered
+    std::string sse;     // the SSE message, rendered once released
+  };
+  void Retain(std::map<std::string, Pending>::iterator it);
+  void Pump(EventWatcher& w);
+  void Trim();
   bool Blocked(ResponseStream& stream, int64_t& stalled_since_ms);
   bool Blocked(EventWatcher& w);
   void Sync(ListState& list, ListWatcher& w);
@@ -158,11 +165,15 @@ class WatchHub {
   std::vector<std::unique_ptr<EventWatcher>> new_events_;  // under mu_
   std::vector<std::unique_ptr<ListWatcher>> new_lists_;    // under mu_
   bool dirty_[kWatchKinds] = {};                           // under mu_
+  bool drained_ = false;  // under mu_: a waiting watcher's reader took its bytes
   std::atomic<size_t> streams_{0};
   std::thread thread_;
   // Hub thread only.
-  std::map<std::string, IndexedEvent> pending_;  // by index key (<ts>/<pos>)
-  std::string released_;                         // every key below it went out
+  // By index key (<ts>/<pos>): entries not released yet, and released ones that a live watcher
+  // has not passed yet (`retained_bytes_` of them, at most `retain_bytes` or so).
+  std::map<std::string, Pending> pending_;
+  size_t retained_bytes_ = 0;
+  std::string released_;  // entries below it may go out
   int64_t watermark_ms_ = 0;
   int64_t newest_ms_ = 0;  // the newest time indexed
   std::vector<std::unique_ptr<EventWatcher>> event_watchers_;
@@ -178,6 +189,9 @@ class WatchHub {
 // The index key of an entry (<ts 13>/<topic>/<partition 6>/<offset 12>), as AuditView's page
 // tokens hold it.
 std::string AuditEntryKey(const AuditEntry& entry);
+// The top-level `type` of a CloudEvent as the index stores it (a string without escapes, as
+// CloudEvents types are; "" if none), without decoding the event.
+std::string_view StoredEventType(std::string_view json);
 // One SSE message: `id:` (when not empty), `event:`, and `data:` lines (one per line of `data`).
 void AppendSse(std::string* out, std::string_view id, std::string_view event,
                std::string_view data);

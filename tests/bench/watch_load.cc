@@ -11,12 +11,13 @@
 // Latency is receipt time minus the CloudEvent's `time` (both this machine's wall clock), per
 // message of an event timed after `--warmup` seconds of writes; per group: connections, messages
 // (min/max per connection), p50/p99/max. The writes last `--duration` seconds (warm-up included),
-// then the watches are read for 3 s more. Without writes (`--register-rate 0`, e.g. while wrk
-// loads the server) it only watches for the duration.
+// then the watches are read for `--drain` s more (3), or until they all ended. Without writes
+// (`--register-rate 0`, e.g. while wrk loads the server) it only watches for the duration.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -254,7 +255,7 @@ double Percentile(std::vector<double>& v, double p) {
 
 int main(int argc, char** argv) {
   int port = 8080;
-  double duration = 20, warmup = 0, register_rate = 0, update_rate = 0;
+  double duration = 20, warmup = 0, drain = 3, register_rate = 0, update_rate = 0;
   int writers = 4;
   std::string update_id;
   std::vector<std::unique_ptr<Group>> groups;
@@ -266,6 +267,8 @@ int main(int argc, char** argv) {
       duration = std::atof(v.c_str());
     else if (k == "--warmup")
       warmup = std::atof(v.c_str());
+    else if (k == "--drain")
+      drain = std::atof(v.c_str());
     else if (k == "--watch" || k == "--stalled") {
       groups.push_back(std::make_unique<Group>());
       groups.back()->path = v;
@@ -352,11 +355,13 @@ int main(int argc, char** argv) {
     });
   }
 
-  // Read until the writes end plus a drain of 3 s (settle and lag).
-  const double end_ms = NowMs() + duration * 1000 + 3000;
+  // Read until the writes end plus `--drain` s (settle and lag), or until every watch ended.
+  const double writes_end_ms = NowMs() + duration * 1000;
+  const double end_ms = writes_end_ms + drain * 1000;
+  size_t open_watches = watches.size();
   std::vector<epoll_event> events(1024);
   std::vector<char> buf(1 << 16);
-  while (NowMs() < end_ms) {
+  while (NowMs() < end_ms && (open_watches > 0 || NowMs() < writes_end_ms)) {
     int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 100);
     double now = NowMs();
     for (int i = 0; i < n; ++i) {
@@ -368,6 +373,7 @@ int main(int argc, char** argv) {
         w->closed = true;
       }
       if (w->closed) {
+        --open_watches;
         ++w->group->ended;
         epoll_ctl(ep, EPOLL_CTL_DEL, w->fd, nullptr);
       }
@@ -417,6 +423,10 @@ int main(int argc, char** argv) {
         mx, p50, p99, mxl);
     first = false;
   }
-  std::printf("]}\n");
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("],\"cpu_s\":%.2f}\n",
+              static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                  static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
   return 0;
 }
