@@ -5,10 +5,13 @@
 // Events, in the order of GET /events (time, then log position), with resume tokens:
 //
 //   AuditProjection ── Indexed(batch) ──▶ inbox ──▶ pending (sorted by index key)
-//                                                     │ released up to the watermark W
-//                                                     ▼
-//     watchers: catching up (scan the index from the cursor up to the release, page by page,
-//               only while the reader keeps up) ──▶ live (each released entry that matches)
+//                                                     │ released up to the watermark W,
+//                                                     │ rendered once, kept until every live
+//                                                     ▼ watcher passed it
+//     watchers: catching up (scan the index from the cursor up to the release, page by page)
+//               ──▶ live (pumped from the released entries after its cursor)
+//     both only while the reader keeps up: at most half a buffer waits for it, and the hub goes
+//     on as soon as the connection took the bytes.
 //
 //   W = now − settle while the audit runner has no lag, else the newest indexed time − settle;
 //   it never goes back. An entry is released once W passes its time, so entries that the index
@@ -17,8 +20,8 @@
 //   and counted (dcm_watch_late_events_total); no watcher misses it.
 //   Each message's `id:` is the index key it was sent at (hex, as a page token): resuming with
 //   Last-Event-ID scans the index after it, on any instance (the keys derive from the log).
-//   After a release a live watcher's cursor moves to the release key, so a late entry's id (the
-//   cursor) is never before one already sent.
+//   A late entry goes at once to a watcher that passed its place (with its cursor as the id, so
+//   a resume never skips anything); a live one behind it gets it in order.
 //
 // Lists, as Kubernetes watches do: the current list (ADDED each, in id order and only as fast as
 // the reader reads; then SYNCED), then ADDED / MODIFIED / DELETED with the full object (while
@@ -28,12 +31,12 @@
 // with the list (see docs/operations.md "Watches").
 //
 // Bounds: at most `max_streams` streams (then 503); each stream buffers at most `buffer_bytes`
-// for its reader. A live events watcher with half of that waiting (a burst, or a slow reader)
-// goes back to catching up from the index, at its reader's pace; one whose reader stays blocked
-// for `stall_timeout` is cut off (it reconnects with Last-Event-ID). A list watcher is cut off
+// for its reader. Released entries kept for live watchers behind are bounded by `retain_bytes`:
+// past it the live watcher furthest behind reads the index instead (catching up). A reader
+// blocked for `stall_timeout` is cut off (it reconnects with Last-Event-ID). A list watcher is cut off
 // when a change would pass its bound (it reconnects and gets the snapshot again). So a reader
 // that does not read never slows the others or grows the memory: memory for streams is bounded
-// by max_streams × buffer_bytes. Metrics: dcm_watch_streams{kind}, dcm_watch_events_sent_total,
+// by max_streams × buffer_bytes + retain_bytes. Metrics: dcm_watch_streams{kind}, dcm_watch_events_sent_total,
 // dcm_watch_fell_behind_total, dcm_watch_cut_off_total, dcm_watch_late_events_total,
 // dcm_watch_refused_total.
 //
