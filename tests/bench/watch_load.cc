@@ -27,7 +27,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,17 +41,30 @@ double NowMs() {
   return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
 }
 
+// Days from 1970-01-01 to y-m-d (proleptic Gregorian; Howard Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
 // "2026-11-27T04:00:00.123Z" (or without the fraction) as ms since the epoch; -1 if malformed.
+// Digits by hand: the client parses every message, so it stays cheap next to the server.
 double ParseTimeMs(const char* s, size_t n) {
-  if (n < 20) return -1;
-  std::tm tm{};
-  if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-             &tm.tm_min, &tm.tm_sec) != 6) {
+  if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') {
     return -1;
   }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  double ms = static_cast<double>(timegm(&tm)) * 1000.0;
+  auto num = [s](int at, int len) {
+    int64_t v = 0;
+    for (int i = at; i < at + len; ++i) v = v * 10 + (s[i] - '0');
+    return v;
+  };
+  const int64_t days = DaysFromCivil(num(0, 4), num(5, 2), num(8, 2));
+  double ms =
+      static_cast<double>(((days * 24 + num(11, 2)) * 60 + num(14, 2)) * 60 + num(17, 2)) * 1000.0;
   if (s[19] == '.') {
     double scale = 100;
     for (size_t i = 20; i < n && s[i] >= '0' && s[i] <= '9'; ++i, scale /= 10) {
