@@ -155,9 +155,8 @@ Result<bool> FederationWorker::CatchUp() {
   ASSIGN_OR_RETURN(const auto requests,
                    consumer_->QueryWatermarks(options_.requests_topic, 0, kMetadataTimeoutMs));
   if (resume < requests.first) {
-    WorkerLogger()->warn(
-        "msg=\"requests nobody decided were dropped by retention\" from={} to={}", resume,
-        requests.first);
+    WorkerLogger()->warn("msg=\"requests nobody decided were dropped by retention\" from={} to={}",
+                         resume, requests.first);
     resume = requests.first;
   }
   RETURN_IF_ERROR(consumer_->Seek(options_.requests_topic, 0, resume));
@@ -171,9 +170,8 @@ Result<bool> FederationWorker::CatchUp() {
 Status FederationWorker::FoldOutcomes(std::vector<FederationOutcome> outcomes,
                                       const Offsets& high) {
   // In decision order (a topic made with several partitions spreads them by reservation).
-  std::stable_sort(outcomes.begin(), outcomes.end(), [](const auto& a, const auto& b) {
-    return BaseOf(a).seq < BaseOf(b).seq;
-  });
+  std::stable_sort(outcomes.begin(), outcomes.end(),
+                   [](const auto& a, const auto& b) { return BaseOf(a).seq < BaseOf(b).seq; });
   size_t folded = 0;
   for (size_t i = 0; i < outcomes.size() || i == 0;) {
     StoreBatch batch;
@@ -236,8 +234,8 @@ Result<std::optional<std::vector<FederationOutcome>>> FederationWorker::ReadOutc
 Result<std::optional<FederationOutcome>> FederationWorker::DecideRecord(
     const KafkaMessage& m, StoreBatch& batch, std::vector<std::future<Status>>& dead_letters) {
   auto dead_letter = [&](const std::string& why) {
-    dead_letters.push_back(DeadLetter(*producer_, options_.dead_letter_topic, m, "federation",
-                                      why, metrics_));
+    dead_letters.push_back(
+        DeadLetter(*producer_, options_.dead_letter_topic, m, "federation", why, metrics_));
     return std::optional<FederationOutcome>();
   };
   auto event = DecodeRequestRecord(m);
@@ -273,7 +271,8 @@ Status FederationWorker::ProcessBatch(const std::vector<KafkaMessage>& messages)
                      std::string("type=\"") + TypeOf(*outcome) + "\"")
         .Inc();
     const CloudEvent out = EncodeFederationOutcome(*outcome);
-    Produced& p = produced.emplace_back(Produced{OutcomeKey(*outcome, out), EncodeCloudEvent(out), {}});
+    Produced& p =
+        produced.emplace_back(Produced{OutcomeKey(*outcome, out), EncodeCloudEvent(out), {}});
     p.acked = producer_->ProducePositioned(options_.outcomes_topic, p.key, p.value);
   }
   return CommitBatch(batch, dead_letters, produced, next);

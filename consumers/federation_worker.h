@@ -50,10 +50,10 @@
 namespace dcm {
 
 struct FederationWorkerOptions {
-  std::string requests_topic;     // dcm.federation-requests (one partition)
-  std::string outcomes_topic;     // dcm.federation
-  std::string dead_letter_topic;  // poison requests
-  std::string group_id;           // <prefix>federation
+  std::string requests_topic;             // dcm.federation-requests (one partition)
+  std::string outcomes_topic;             // dcm.federation
+  std::string dead_letter_topic;          // poison requests
+  std::string group_id;                   // <prefix>federation
   std::string source = "dcm/federation";  // `source` of the outcomes (and sweeps: + "-sweeper")
   KafkaOptions kafka;
   size_t batch_size = 500;

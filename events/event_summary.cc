@@ -374,8 +374,8 @@ struct FederationSummary {
     return fmt::format("released {}{}", Reservation(o.reservation_id), Repeat(o));
   }
   std::string operator()(const ContractSigned& o) const {
-    return fmt::format("signed contract {} with {}: instance {} until {}{}",
-                       ShortId(o.contract_id), o.consumer, ShortId(o.remote_instance_id),
+    return fmt::format("signed contract {} with {}: instance {} until {}{}", ShortId(o.contract_id),
+                       o.consumer, ShortId(o.remote_instance_id),
                        FormatRfc3339Millis(o.expires_at_ms), Repeat(o));
   }
   std::string operator()(const ContractRenewed& o) const {

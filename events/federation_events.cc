@@ -57,10 +57,10 @@ constexpr auto kOutcomeBase = std::tuple{
 };
 
 constexpr auto kContract = std::tuple_cat(
-    kOutcomeBase, std::tuple{Field{"contract_id", &CF::contract_id, Wire::kString, kRequired},
-                             Field{"remote_instance_id", &CF::remote_instance_id, Wire::kString,
-                                   kRequired},
-                             Field{"expires_at", &CF::expires_at_ms, Wire::kTime, kRequired}});
+    kOutcomeBase,
+    std::tuple{Field{"contract_id", &CF::contract_id, Wire::kString, kRequired},
+               Field{"remote_instance_id", &CF::remote_instance_id, Wire::kString, kRequired},
+               Field{"expires_at", &CF::expires_at_ms, Wire::kTime, kRequired}});
 
 // kFields<T>: the data fields of type T, in the order the encoder writes them.
 template <typename T>
@@ -231,10 +231,8 @@ Status ReadField(simdjson::dom::object data, ErrorCode code, const Field<C, M>& 
       out = *millis;
     } else {
       int64_t number = 0;
-      if (value->get(number) || number < 0 ||
-          (std::is_same_v<M, int> && number > INT_MAX)) {
-        return (
-            BadField(code, T::kType, f.name, "must be a non-negative integer"));
+      if (value->get(number) || number < 0 || (std::is_same_v<M, int> && number > INT_MAX)) {
+        return (BadField(code, T::kType, f.name, "must be a non-negative integer"));
       }
       out = static_cast<M>(number);
     }
@@ -296,13 +294,14 @@ Result<Variant> DecodeAs(const CloudEvent& event, simdjson::dom::object data, Er
 
 template <typename Variant, size_t... I>
 constexpr auto MakeTable(std::index_sequence<I...>) {
-  return std::array<Alternative<Variant>, sizeof...(I)>{Alternative<Variant>{
-      std::variant_alternative_t<I, Variant>::kType,
-      &DecodeAs<Variant, std::variant_alternative_t<I, Variant>>}...};
+  return std::array<Alternative<Variant>, sizeof...(I)>{
+      Alternative<Variant>{std::variant_alternative_t<I, Variant>::kType,
+                           &DecodeAs<Variant, std::variant_alternative_t<I, Variant>>}...};
 }
 
 template <typename Variant>
-constexpr auto kTable = MakeTable<Variant>(std::make_index_sequence<std::variant_size_v<Variant>>());
+constexpr auto kTable =
+    MakeTable<Variant>(std::make_index_sequence<std::variant_size_v<Variant>>());
 
 template <typename Variant>
 const Alternative<Variant>* Find(std::string_view type) {
@@ -350,20 +349,19 @@ std::string FederationOutcomeId(const std::string& request_id) {
 int FederationAnswerStatus(const FederationOutcome& outcome) {
   const FederationOutcomeBase& base = BaseOf(outcome);
   const std::string& asked = base.request_type;
-  return std::visit(
-      Overloaded{
-          [&](const ReservationHeld& o) { return o.repeat ? 200 : 201; },
-          [&](const ReservationRefused& o) { return o.status; },
-          [&](const ReservationExpired&) {
-            return asked == event_type::kReservationExpiryDue ? 200 : 410;
-          },
-          [&](const ContractSigned& o) { return o.repeat ? 200 : 201; },
-          [&](const ContractExpired&) {
-            return asked == event_type::kContractExpiryDue ? 200 : 410;
-          },
-          [&](const auto&) { return 200; },
-      },
-      outcome);
+  return std::visit(Overloaded{
+                        [&](const ReservationHeld& o) { return o.repeat ? 200 : 201; },
+                        [&](const ReservationRefused& o) { return o.status; },
+                        [&](const ReservationExpired&) {
+                          return asked == event_type::kReservationExpiryDue ? 200 : 410;
+                        },
+                        [&](const ContractSigned& o) { return o.repeat ? 200 : 201; },
+                        [&](const ContractExpired&) {
+                          return asked == event_type::kContractExpiryDue ? 200 : 410;
+                        },
+                        [&](const auto&) { return 200; },
+                    },
+                    outcome);
 }
 
 CloudEvent EncodeFederationRequest(const FederationRequest& request) {
@@ -392,9 +390,8 @@ Result<FederationRequest> DecodeFederationRequest(const CloudEvent& event) {
                      "not a federation request type: " + event.type.substr(0, 128));
   }
   ASSIGN_OR_RETURN(auto parsed, ParseEventData(event, kFederationEventSchemaVersion));
-  ASSIGN_OR_RETURN(auto request,
-                   alternative->decode(event, simdjson::dom::object(parsed),
-                                       ErrorCode::kInvalidArgument));
+  ASSIGN_OR_RETURN(auto request, alternative->decode(event, simdjson::dom::object(parsed),
+                                                     ErrorCode::kInvalidArgument));
   if (const auto* received = std::get_if<ReservationReceived>(&request);
       received && received->ttl_ms <= 0) {
     return BadField(ErrorCode::kInvalidArgument, event.type, "ttl_ms", "must be positive");

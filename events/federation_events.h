@@ -67,7 +67,8 @@ inline constexpr char kNoCapacity[] = "no_capacity";        // 409: the flavour 
 inline constexpr char kUnknownFlavor[] = "unknown_flavor";  // 404
 inline constexpr char kNotFound[] = "not_found";            // 404: no such reservation/contract
 inline constexpr char kForbidden[] = "forbidden";           // 403: another consumer's
-inline constexpr char kConflict[] = "conflict";  // 409: reservation id taken (other consumer/flavour)
+inline constexpr char kConflict[] =
+    "conflict";  // 409: reservation id taken (other consumer/flavour)
 inline constexpr char kNotHeld[] = "not_held";   // 409: confirm/release of a refused reservation
 inline constexpr char kSigned[] = "signed";      // 409: release of a confirmed reservation
 inline constexpr char kExpired[] = "expired";    // 410: the hold or contract expired
@@ -195,7 +196,8 @@ struct ReservationExpired : FederationOutcomeBase {
   bool operator==(const ReservationExpired&) const = default;
 };
 
-using ReservationReleased = FederationTagged<FederationOutcomeBase, event_type::kReservationReleased>;
+using ReservationReleased =
+    FederationTagged<FederationOutcomeBase, event_type::kReservationReleased>;
 
 // A contract's state after the fact.
 struct ContractFact : FederationOutcomeBase {
@@ -219,10 +221,9 @@ struct ContractRevoked : ContractFact {
 };
 using ContractTerminated = FederationTagged<ContractFact, event_type::kContractTerminated>;
 
-using FederationOutcome =
-    std::variant<ReservationHeld, ReservationRefused, ReservationExpired, ReservationReleased,
-                 ContractSigned, ContractRenewed, ContractExpired, ContractRevoked,
-                 ContractTerminated>;
+using FederationOutcome = std::variant<ReservationHeld, ReservationRefused, ReservationExpired,
+                                       ReservationReleased, ContractSigned, ContractRenewed,
+                                       ContractExpired, ContractRevoked, ContractTerminated>;
 
 // Type tags and envelopes.
 const char* TypeOf(const FederationRequest& request);

@@ -94,9 +94,10 @@ Result<bool> FederationDecider::AlreadyDecided(const std::string& request_id,
   return decided.has_value();
 }
 
-Result<std::optional<FederationOutcome>> FederationDecider::Decide(
-    const FederationRequest& request, int64_t seq, const FlavorCapacity& capacity,
-    StoreBatch& batch) {
+Result<std::optional<FederationOutcome>> FederationDecider::Decide(const FederationRequest& request,
+                                                                   int64_t seq,
+                                                                   const FlavorCapacity& capacity,
+                                                                   StoreBatch& batch) {
   auto decide = Overloaded{
       [&](const ReservationReceived& r) { return Reserve(r, seq, capacity, batch); },
       [&](const ReservationConfirmRequested& r) { return Confirm(r, seq, batch); },
@@ -251,8 +252,8 @@ FederationDecider::Outcome FederationDecider::Release(const ReservationReleaseRe
   return Ended(base, *record, record->contract_id);
 }
 
-FederationDecider::Outcome FederationDecider::ExpireHold(const ReservationExpiryDue& r,
-                                                         int64_t seq, const StoreBatch& batch) {
+FederationDecider::Outcome FederationDecider::ExpireHold(const ReservationExpiryDue& r, int64_t seq,
+                                                         const StoreBatch& batch) {
   ASSIGN_OR_RETURN(auto record, state_.Reservation(r.reservation_id, &batch));
   if (!record || !record->HoldLive() || record->hold_expires_at_ms != r.expires_at_ms ||
       r.time_ms < record->hold_expires_at_ms) {
@@ -266,8 +267,7 @@ FederationDecider::Outcome FederationDecider::ExpireHold(const ReservationExpiry
 }
 
 FederationDecider::Outcome FederationDecider::ExpireContract(const ContractExpiryDue& r,
-                                                             int64_t seq,
-                                                             const StoreBatch& batch) {
+                                                             int64_t seq, const StoreBatch& batch) {
   ASSIGN_OR_RETURN(auto reservation_id, state_.ReservationOfContract(r.contract_id, &batch));
   std::optional<ReservationRecord> record;
   if (reservation_id) {
@@ -282,12 +282,9 @@ FederationDecider::Outcome FederationDecider::ExpireContract(const ContractExpir
   return ContractOutcome<ContractExpired>(base, *record);
 }
 
-FederationDecider::Outcome FederationDecider::OnContract(const FederationEnvelope& r,
-                                                         const char* type,
-                                                         const std::string& contract_id,
-                                                         const std::string& consumer,
-                                                         const std::string& reason, int64_t seq,
-                                                         const StoreBatch& batch) {
+FederationDecider::Outcome FederationDecider::OnContract(
+    const FederationEnvelope& r, const char* type, const std::string& contract_id,
+    const std::string& consumer, const std::string& reason, int64_t seq, const StoreBatch& batch) {
   const std::string_view kind = type;
   auto base = BaseFor(r, type, seq);
   base.consumer = consumer;

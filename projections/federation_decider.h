@@ -46,7 +46,7 @@ namespace dcm {
 
 struct FederationPolicy {
   std::string enclave_id;  // this (provider) enclave: part of every contract and instance id
-  int64_t max_hold_ttl_ms = 5 * 60 * 1000;  // a hold asks for its ttl; at most this
+  int64_t max_hold_ttl_ms = 5 * 60 * 1000;   // a hold asks for its ttl; at most this
   int64_t contract_ttl_ms = 10 * 60 * 1000;  // CONTRACT_TTL: a signed or renewed lease
 };
 

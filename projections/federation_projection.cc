@@ -2,8 +2,7 @@
 
 namespace dcm {
 
-FederationProjection::FederationProjection(Store* store, OutcomeWaiters* waiters,
-                                           Metrics* metrics)
+FederationProjection::FederationProjection(Store* store, OutcomeWaiters* waiters, Metrics* metrics)
     : state_(store, kPrefix), waiters_(waiters), applied_(metrics, kName) {}
 
 Status FederationProjection::Apply(const CloudEvent& event, const EventPosition& position,

@@ -28,7 +28,8 @@ Result<FlavorUsage> ParseUsage(std::string_view text) {
   auto first = std::from_chars(text.data(), end, usage.holds);
   if (first.ec != std::errc() || first.ptr == end || *first.ptr != ' ' ||
       std::from_chars(first.ptr + 1, end, usage.contracts).ec != std::errc()) {
-    return MakeError(ErrorCode::kCorruption, "unreadable flavour usage '" + std::string(text) + "'");
+    return MakeError(ErrorCode::kCorruption,
+                     "unreadable flavour usage '" + std::string(text) + "'");
   }
   return usage;
 }
@@ -189,47 +190,62 @@ Result<bool> FederationState::Apply(const FederationOutcome& outcome, StoreBatch
 Result<bool> FederationState::ApplyChange(const FederationOutcome& outcome,
                                           std::optional<ReservationRecord> existing,
                                           StoreBatch& batch) {
-  const FederationOutcomeBase& base = BaseOf(outcome);
   ReservationRecord r;
-  if (existing) r = std::move(*existing);
+  bool changed = false;
+  if (existing) {
+    r = std::move(*existing);
+    ASSIGN_OR_RETURN(changed, ChangeRecord(outcome, r, batch));
+  } else {
+    ASSIGN_OR_RETURN(changed, NewRecord(outcome, r, batch));
+  }
+  if (!changed) return false;
+  r.seq = BaseOf(outcome).seq;
+  PutRecord(r, batch);
+  return true;
+}
+
+Result<bool> FederationState::NewRecord(const FederationOutcome& outcome, ReservationRecord& r,
+                                        StoreBatch& batch) {
+  const FederationOutcomeBase& base = BaseOf(outcome);
+  r.reservation_id = base.reservation_id;
+  r.flavor_id = base.flavor_id;
+  r.consumer = base.consumer;
+  if (const auto* held = std::get_if<ReservationHeld>(&outcome)) {
+    r.spec = held->spec;
+    r.capacity = held->capacity;
+    r.hold_expires_at_ms = held->expires_at_ms;
+    RETURN_IF_ERROR(StartHold(r, batch));
+    return true;
+  }
+  // A new reservation's refusal is its record (a repeat gets it again).
+  const auto* refused = std::get_if<ReservationRefused>(&outcome);
+  if (!refused || refused->request_type != event_type::kReservationReceived) return false;
+  r.state = reservation_state::kRefused;
+  r.reason = refused->reason;
+  r.status = refused->status;
+  return true;
+}
+
+Result<bool> FederationState::ChangeRecord(const FederationOutcome& outcome, ReservationRecord& r,
+                                           StoreBatch& batch) {
   // Each alternative: whether it applies to the record as it is, after staging its index changes.
   auto change = Overloaded{
-      [&](const ReservationHeld& o) -> Result<bool> {
-        if (existing) return false;  // only a new reservation is held
-        r.reservation_id = o.reservation_id;
-        r.flavor_id = o.flavor_id;
-        r.consumer = o.consumer;
-        r.spec = o.spec;
-        r.capacity = o.capacity;
-        r.hold_expires_at_ms = o.expires_at_ms;
-        RETURN_IF_ERROR(StartHold(r, batch));
-        return true;
-      },
-      [&](const ReservationRefused& o) -> Result<bool> {
-        // Only a new reservation's refusal is its record (a repeat gets it again).
-        if (existing || o.request_type != event_type::kReservationReceived) return false;
-        r.reservation_id = o.reservation_id;
-        r.state = reservation_state::kRefused;
-        r.flavor_id = o.flavor_id;
-        r.consumer = o.consumer;
-        r.reason = o.reason;
-        r.status = o.status;
-        return true;
-      },
+      [&](const ReservationHeld&) -> Result<bool> { return false; },  // only a new one is held
+      [&](const ReservationRefused&) -> Result<bool> { return false; },
       [&](const ReservationExpired&) -> Result<bool> {
-        if (!existing || !r.HoldLive()) return false;
+        if (!r.HoldLive()) return false;
         RETURN_IF_ERROR(EndHold(r, batch));
         r.state = reservation_state::kHoldExpired;
         return true;
       },
       [&](const ReservationReleased&) -> Result<bool> {
-        if (!existing || !r.HoldLive()) return false;
+        if (!r.HoldLive()) return false;
         RETURN_IF_ERROR(EndHold(r, batch));
         r.state = reservation_state::kReleased;
         return true;
       },
       [&](const ContractSigned& o) -> Result<bool> {
-        if (!existing || !r.HoldLive()) return false;
+        if (!r.HoldLive()) return false;
         RETURN_IF_ERROR(EndHold(r, batch));
         r.contract_id = o.contract_id;
         r.remote_instance_id = o.remote_instance_id;
@@ -238,7 +254,7 @@ Result<bool> FederationState::ApplyChange(const FederationOutcome& outcome,
         return true;
       },
       [&](const ContractRenewed& o) -> Result<bool> {
-        if (!existing || !r.ContractLive()) return false;
+        if (!r.ContractLive()) return false;
         batch.Delete(ExpiryKey(r.contract_expires_at_ms, 'c', r.contract_id));
         r.contract_expires_at_ms = o.expires_at_ms;
         batch.Put(ExpiryKey(r.contract_expires_at_ms, 'c', r.contract_id), "");
@@ -246,7 +262,7 @@ Result<bool> FederationState::ApplyChange(const FederationOutcome& outcome,
       },
       [&](const auto& o) -> Result<bool> {  // contract expired, revoked, terminated
         using T = std::decay_t<decltype(o)>;
-        if (!existing || !r.ContractLive()) return false;
+        if (!r.ContractLive()) return false;
         RETURN_IF_ERROR(EndContract(r, batch));
         r.state = std::is_same_v<T, ContractExpired>   ? reservation_state::kContractExpired
                   : std::is_same_v<T, ContractRevoked> ? reservation_state::kRevoked
@@ -254,11 +270,7 @@ Result<bool> FederationState::ApplyChange(const FederationOutcome& outcome,
         return true;
       },
   };
-  ASSIGN_OR_RETURN(const bool changed, std::visit(change, outcome));
-  if (!changed) return false;
-  r.seq = base.seq;
-  PutRecord(r, batch);
-  return true;
+  return std::visit(change, outcome);
 }
 
 Status FederationState::LiveHolds(const std::function<bool(const ReservationRecord&)>& fn) const {

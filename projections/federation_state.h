@@ -134,6 +134,11 @@ class FederationState {
   Status EndContract(ReservationRecord& record, StoreBatch& batch);
   Result<bool> ApplyChange(const FederationOutcome& outcome,
                            std::optional<ReservationRecord> record, StoreBatch& batch);
+  // The record a held or refused new reservation starts (false: the outcome starts none).
+  Result<bool> NewRecord(const FederationOutcome& outcome, ReservationRecord& r, StoreBatch& batch);
+  // Moves an existing record on (false: the outcome does not apply to it as it is).
+  Result<bool> ChangeRecord(const FederationOutcome& outcome, ReservationRecord& r,
+                            StoreBatch& batch);
 
   Store* store_;
   std::string root_;

@@ -17,6 +17,22 @@ std::unique_ptr<Projection> MakeAudit(const ProjectionDeps& d) {
                                                           .clock = d.clock});
 }
 
+// SPEC §10, provider side: reservations, holds and contracts. Not folded for `as_of`: the audit
+// index (time travel's source) does not read dcm.federation yet.
+ProjectionEntry FederationEntry(const Topics& topics) {
+  return {.name = FederationProjection::kName,
+          .prefix = FederationProjection::kPrefix,
+          .topics = {topics.Federation()},
+          .fold_cost = 1,
+          .as_of = false,
+          .make =
+              [](const ProjectionDeps& d) {
+                return std::make_unique<FederationProjection>(d.store, d.federation_waiters,
+                                                              d.metrics);
+              },
+          .expires = nullptr};
+}
+
 }  // namespace
 
 std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
@@ -65,19 +81,7 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
              return std::make_unique<SpStatusProjection>(d.store, d.metrics);
            },
        .expires = nullptr},
-      // SPEC §10, provider side: reservations, holds and contracts. Not folded for `as_of`:
-      // the audit index (time travel's source) does not read dcm.federation yet.
-      {.name = FederationProjection::kName,
-       .prefix = FederationProjection::kPrefix,
-       .topics = {topics.Federation()},
-       .fold_cost = 1,
-       .as_of = false,
-       .make =
-           [](const ProjectionDeps& d) {
-             return std::make_unique<FederationProjection>(d.store, d.federation_waiters,
-                                                           d.metrics);
-           },
-       .expires = nullptr},
+      FederationEntry(topics),
       // The audit index reads every event topic (SPEC §3.4).
       {.name = AuditProjection::kName,
        .prefix = AuditProjection::kPrefix,

@@ -1,9 +1,9 @@
 #include "src/common/uuid.h"
 
+#include <openssl/sha.h>
+
 #include <cstdint>
 #include <random>
-
-#include <openssl/sha.h>
 
 namespace dcm {
 namespace {
@@ -67,7 +67,8 @@ std::string UuidV5(std::string_view namespace_uuid, std::string_view name) {
       ++i;
       continue;
     }
-    input.push_back(static_cast<char>(nibble(namespace_uuid[i]) << 4 | nibble(namespace_uuid[i + 1])));
+    input.push_back(
+        static_cast<char>(nibble(namespace_uuid[i]) << 4 | nibble(namespace_uuid[i + 1])));
     i += 2;
   }
   input.append(name);

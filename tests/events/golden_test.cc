@@ -364,10 +364,12 @@ TEST(GoldenTest, EveryFederationEventTypeHasAGolden) {
   // Every alternative of both families (a new one without a golden fails here).
   [&]<size_t... I>(std::index_sequence<I...>) {
     (check(FederationRequest(std::in_place_index<I>)), ...);
-  }(std::make_index_sequence<std::variant_size_v<FederationRequest>>());
+  }
+  (std::make_index_sequence<std::variant_size_v<FederationRequest>>());
   [&]<size_t... I>(std::index_sequence<I...>) {
     (check(FederationOutcome(std::in_place_index<I>)), ...);
-  }(std::make_index_sequence<std::variant_size_v<FederationOutcome>>());
+  }
+  (std::make_index_sequence<std::variant_size_v<FederationOutcome>>());
 }
 
 TEST(GoldenTest, FederationOutcomeGoldensCarryTheirDeterministicEventId) {

@@ -30,8 +30,8 @@ T At(int64_t time_ms, const std::string& id) {
   return r;
 }
 
-ReservationReceived Reserve(const std::string& id, const std::string& reservation,
-                            int64_t time_ms, const std::string& consumer = "a",
+ReservationReceived Reserve(const std::string& id, const std::string& reservation, int64_t time_ms,
+                            const std::string& consumer = "a",
                             const std::string& flavor = "container-eu", int64_t ttl_ms = 30000) {
   auto r = At<ReservationReceived>(time_ms, id);
   r.reservation_id = reservation;
@@ -256,8 +256,8 @@ TEST_F(FederationDeciderTest, ReleaseFreesTheHoldAndIsIdempotent) {
 
 TEST_F(FederationDeciderTest, RenewalsExtendTheLeaseAndAnExpiryOfTheOldLeaseIsMoot) {
   auto contract = HoldAndConfirm("res-1", kT0);
-  auto renewed = Expect<ContractRenewed>(OnContract<ContractRenewalRequested>(
-      "n1", contract.contract_id, kT0 + 60 * kSecond));
+  auto renewed = Expect<ContractRenewed>(
+      OnContract<ContractRenewalRequested>("n1", contract.contract_id, kT0 + 60 * kSecond));
   EXPECT_EQ(renewed.expires_at_ms, kT0 + 180 * kSecond);
   EXPECT_EQ(FederationAnswerStatus(renewed), 200);
   auto due = At<ContractExpiryDue>(contract.expires_at_ms + kSecond, "x1");
@@ -284,8 +284,8 @@ TEST_F(FederationDeciderTest, ContractExpiryFreesCapacityAndALateRenewalIsGone) 
 
 TEST_F(FederationDeciderTest, ARenewalPastTheLeaseExpiresTheContractAt410) {
   auto contract = HoldAndConfirm("res-1", kT0);
-  auto renew = Expect<ContractExpired>(OnContract<ContractRenewalRequested>(
-      "n1", contract.contract_id, contract.expires_at_ms));
+  auto renew = Expect<ContractExpired>(
+      OnContract<ContractRenewalRequested>("n1", contract.contract_id, contract.expires_at_ms));
   EXPECT_EQ(FederationAnswerStatus(renew), 410);
   EXPECT_EQ(Usage(), (FlavorUsage{0, 0}));
 }
@@ -295,11 +295,11 @@ TEST_F(FederationDeciderTest, TerminationFreesCapacityAndIsIdempotent) {
   auto contract = HoldAndConfirm("res-1", kT0);
   EXPECT_EQ(Expect<ReservationRefused>(Reserve("q1", "res-2", kT0 + 2 * kSecond, "c")).reason,
             refusal::kNoCapacity);
-  Expect<ContractTerminated>(OnContract<ContractTerminationRequested>(
-      "t1", contract.contract_id, kT0 + 3 * kSecond));
+  Expect<ContractTerminated>(
+      OnContract<ContractTerminationRequested>("t1", contract.contract_id, kT0 + 3 * kSecond));
   EXPECT_EQ(Usage(), (FlavorUsage{0, 0}));
-  auto again = Expect<ContractTerminated>(OnContract<ContractTerminationRequested>(
-      "t2", contract.contract_id, kT0 + 4 * kSecond));
+  auto again = Expect<ContractTerminated>(
+      OnContract<ContractTerminationRequested>("t2", contract.contract_id, kT0 + 4 * kSecond));
   EXPECT_TRUE(again.repeat);
   Expect<ReservationHeld>(Reserve("q2", "res-3", kT0 + 5 * kSecond, "c"));
 }
@@ -331,21 +331,21 @@ TEST_F(FederationDeciderTest, AnotherConsumersCallsAreForbidden) {
                 OnContract<ContractRenewalRequested>("q5", contract.contract_id, kT0 + 4, "c"))
                 .status,
             403);
-  EXPECT_EQ(Expect<ReservationRefused>(OnContract<ContractTerminationRequested>(
-                                           "q6", contract.contract_id, kT0 + 5, "c"))
+  EXPECT_EQ(Expect<ReservationRefused>(
+                OnContract<ContractTerminationRequested>("q6", contract.contract_id, kT0 + 5, "c"))
                 .status,
             403);
   EXPECT_EQ(Usage(), (FlavorUsage{0, 1}));
 }
 
 TEST_F(FederationDeciderTest, CallsOnUnknownReservationsAndContractsAreNotFound) {
-  EXPECT_EQ(Expect<ReservationRefused>(
-                OnReservation<ReservationConfirmRequested>("q1", "nope", kT0))
-                .status,
-            404);
-  EXPECT_EQ(Expect<ReservationRefused>(OnContract<ContractRenewalRequested>("q2", "nope", kT0))
-                .status,
-            404);
+  EXPECT_EQ(
+      Expect<ReservationRefused>(OnReservation<ReservationConfirmRequested>("q1", "nope", kT0))
+          .status,
+      404);
+  EXPECT_EQ(
+      Expect<ReservationRefused>(OnContract<ContractRenewalRequested>("q2", "nope", kT0)).status,
+      404);
 }
 
 TEST_F(FederationDeciderTest, ReleaseOfAConfirmedReservationIsAConflict) {

@@ -61,9 +61,8 @@ TEST(ProjectionCatalogTest, ServesTheSixProjectionsInServeOrder) {
     names.push_back(entry.name);
     labels.push_back(entry.TopicLabel());
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"registry", "health", "instances", "sp-status", "federation",
-                                      "audit"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"registry", "health", "instances", "sp-status",
+                                             "federation", "audit"}));
   EXPECT_EQ(labels, (std::vector<std::string>{"dcm.providers", "*", "dcm.instances", "dcm.status",
                                               "dcm.federation", "*"}));
 }
