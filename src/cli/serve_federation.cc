@@ -15,9 +15,9 @@ void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapa
   options.policy = std::move(policy);
   options.capacity = std::move(capacity);
   // One request in flight, like the registrar's outcomes: a reservation's outcomes stay in order.
-  parts.federation_worker = std::make_unique<FederationWorker>(
-      options, parts.store.get(), parts.command_producer.get(), &parts.metrics,
-      &SystemClock::Instance());
+  parts.federation_worker =
+      std::make_unique<FederationWorker>(options, parts.store.get(), parts.command_producer.get(),
+                                         &parts.metrics, &SystemClock::Instance());
   parts.components.Add({.name = "federation-decider",
                         .start = [w = parts.federation_worker.get()] { return w->Start(); },
                         .stop = [w = parts.federation_worker.get()] { w->Stop(); },

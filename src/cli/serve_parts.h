@@ -99,8 +99,8 @@ struct ServeParts {
   OutcomeWaiters provider_waiters;
   OutcomeWaiters instance_waiters;
   OutcomeWaiters federation_waiters;  // peer API calls (SPEC §10), completed by `federation`
-  AppliedOffsets applied_offsets;  // the runners' progress, for consumers that wait on it
-  ProjectionSet projections;       // the catalog's, in its order
+  AppliedOffsets applied_offsets;     // the runners' progress, for consumers that wait on it
+  ProjectionSet projections;          // the catalog's, in its order
   std::vector<std::unique_ptr<ProjectionRunner>> runners;  // runners[i] folds projections[i]
   std::unique_ptr<Views> views;
   std::unique_ptr<Producer> health_producer;
