@@ -73,6 +73,10 @@ std::vector<TopicSpec> ProjectTopics(const Config& config) {
       // events a day, while transitions and every other fact are kept forever.
       {config.topics.HealthProbes(), config.partitions, config.health_events_retention.count()},
       {config.topics.DeadLetter(), 1},
+      // SPEC §10: one partition, so one FederationWorker decides capacity in total order; the
+      // outcomes on one partition too: every instance folds all of them (like dcm.providers).
+      {config.topics.FederationRequests(), 1},
+      {config.topics.Federation(), 1},
   };
 }
 

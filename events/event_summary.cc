@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "events/federation_events.h"
 #include "events/health_events.h"
 #include "events/heartbeat_events.h"
 #include "events/instance_events.h"
 #include "events/instance_facts.h"
 #include "events/json_read.h"
 #include "events/provider_events.h"
+#include "src/common/time_format.h"
 #include "src/common/uuid.h"
 
 namespace dcm {
@@ -321,6 +323,89 @@ std::string SummarizeStatus(const CloudEvent& event) {
   return out;
 }
 
+// SPEC §10, provider side: "held reservation 7d1e3f0a… of fl-1 for enclave-a until …".
+struct FederationSummary {
+  static std::string Reservation(const std::string& id) { return "reservation " + ShortId(id); }
+  static std::string Repeat(const FederationOutcomeBase& o) { return o.repeat ? " (repeat)" : ""; }
+  std::string operator()(const ReservationReceived& r) const {
+    return fmt::format("{} asks to hold {} of {} for {} ms", r.consumer,
+                       Reservation(r.reservation_id), r.flavor_id, r.ttl_ms);
+  }
+  std::string operator()(const ReservationConfirmRequested& r) const {
+    return fmt::format("{} confirms {}", r.consumer, Reservation(r.reservation_id));
+  }
+  std::string operator()(const ReservationReleaseRequested& r) const {
+    return fmt::format("{} releases {}", r.consumer, Reservation(r.reservation_id));
+  }
+  std::string operator()(const ReservationExpiryDue& r) const {
+    return fmt::format("hold of {} due to expire (at {})", Reservation(r.reservation_id),
+                       FormatRfc3339Millis(r.expires_at_ms));
+  }
+  std::string operator()(const ContractRenewalRequested& r) const {
+    return fmt::format("{} renews contract {}", r.consumer, ShortId(r.contract_id));
+  }
+  std::string operator()(const ContractTerminationRequested& r) const {
+    return fmt::format("{} terminates contract {}", r.consumer, ShortId(r.contract_id));
+  }
+  std::string operator()(const ContractRevocationRequested& r) const {
+    return fmt::format("revocation of contract {} asked: {}", ShortId(r.contract_id),
+                       Truncate(r.reason, kMaxReasonBytes));
+  }
+  std::string operator()(const ContractExpiryDue& r) const {
+    return fmt::format("contract {} due to expire (at {})", ShortId(r.contract_id),
+                       FormatRfc3339Millis(r.expires_at_ms));
+  }
+  std::string operator()(const ReservationHeld& o) const {
+    return fmt::format("held {} of {} for {} until {}{}", Reservation(o.reservation_id),
+                       o.flavor_id, o.consumer, FormatRfc3339Millis(o.expires_at_ms), Repeat(o));
+  }
+  std::string operator()(const ReservationRefused& o) const {
+    const std::string what = !o.reservation_id.empty() ? Reservation(o.reservation_id)
+                             : !o.contract_id.empty()  ? "contract " + ShortId(o.contract_id)
+                                                       : "request " + ShortId(o.request_id);
+    return fmt::format("refused {} ({}, {}): {}{}", what, o.reason, o.status,
+                       Truncate(o.detail, kMaxReasonBytes), Repeat(o));
+  }
+  std::string operator()(const ReservationExpired& o) const {
+    return fmt::format("hold of {} expired (at {})", Reservation(o.reservation_id),
+                       FormatRfc3339Millis(o.expires_at_ms));
+  }
+  std::string operator()(const ReservationReleased& o) const {
+    return fmt::format("released {}{}", Reservation(o.reservation_id), Repeat(o));
+  }
+  std::string operator()(const ContractSigned& o) const {
+    return fmt::format("signed contract {} with {}: instance {} until {}{}", ShortId(o.contract_id),
+                       o.consumer, ShortId(o.remote_instance_id),
+                       FormatRfc3339Millis(o.expires_at_ms), Repeat(o));
+  }
+  std::string operator()(const ContractRenewed& o) const {
+    return fmt::format("renewed contract {} until {}", ShortId(o.contract_id),
+                       FormatRfc3339Millis(o.expires_at_ms));
+  }
+  std::string operator()(const ContractExpired& o) const {
+    return fmt::format("contract {} expired (at {})", ShortId(o.contract_id),
+                       FormatRfc3339Millis(o.expires_at_ms));
+  }
+  std::string operator()(const ContractRevoked& o) const {
+    return fmt::format("revoked contract {}{}: {}", ShortId(o.contract_id), Repeat(o),
+                       Truncate(o.reason, kMaxReasonBytes));
+  }
+  std::string operator()(const ContractTerminated& o) const {
+    return fmt::format("terminated contract {}{}", ShortId(o.contract_id), Repeat(o));
+  }
+};
+
+std::string SummarizeFederationEvent(const CloudEvent& event) {
+  if (IsFederationRequestType(event.type)) {
+    auto request = DecodeFederationRequest(event);
+    if (!request) return Undecodable(event, request.error());
+    return std::visit(FederationSummary{}, *request);
+  }
+  auto outcome = DecodeFederationOutcome(event);
+  if (!outcome) return Undecodable(event, outcome.error());
+  return std::visit(FederationSummary{}, *outcome);
+}
+
 std::string Summarize(const CloudEvent& event) {
   const std::string_view type = event.type;
   if (RequestKindOfType(type)) return SummarizeProviderRequest(event);
@@ -330,6 +415,9 @@ std::string Summarize(const CloudEvent& event) {
   if (type == event_type::kHeartbeatRecorded) return SummarizeHeartbeat(event);
   if (IsInstanceEventType(type)) return SummarizeInstanceEvent(event);
   if (type.starts_with(event_type::kStatusPrefix)) return SummarizeStatus(event);
+  if (IsFederationRequestType(type) || IsFederationOutcomeType(type)) {
+    return SummarizeFederationEvent(event);
+  }
   return std::string(type) + " (no summary for this type)";
 }
 

@@ -1,6 +1,7 @@
 #include "projections/projection_catalog.h"
 
 #include "projections/audit_projection.h"
+#include "projections/federation_projection.h"
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
 #include "projections/registry_projection.h"
@@ -14,6 +15,22 @@ std::unique_ptr<Projection> MakeAudit(const ProjectionDeps& d) {
                                            AuditRetention{.probes_topic = d.topics->HealthProbes(),
                                                           .window = d.health_events_retention,
                                                           .clock = d.clock});
+}
+
+// SPEC §10, provider side: reservations, holds and contracts. Not folded for `as_of`: the audit
+// index (time travel's source) does not read dcm.federation yet.
+ProjectionEntry FederationEntry(const Topics& topics) {
+  return {.name = FederationProjection::kName,
+          .prefix = FederationProjection::kPrefix,
+          .topics = {topics.Federation()},
+          .fold_cost = 1,
+          .as_of = false,
+          .make =
+              [](const ProjectionDeps& d) {
+                return std::make_unique<FederationProjection>(d.store, d.federation_waiters,
+                                                              d.metrics);
+              },
+          .expires = nullptr};
 }
 
 }  // namespace
@@ -64,6 +81,7 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
              return std::make_unique<SpStatusProjection>(d.store, d.metrics);
            },
        .expires = nullptr},
+      FederationEntry(topics),
       // The audit index reads every event topic (SPEC §3.4).
       {.name = AuditProjection::kName,
        .prefix = AuditProjection::kPrefix,

@@ -36,8 +36,9 @@ struct ProjectionDeps {
   Store* store = nullptr;
   const Topics* topics = nullptr;
   Metrics* metrics = nullptr;
-  OutcomeWaiters* provider_waiters = nullptr;  // HTTP provider writes waiting for an outcome
-  OutcomeWaiters* instance_waiters = nullptr;  // HTTP instance writes waiting for an outcome
+  OutcomeWaiters* provider_waiters = nullptr;    // HTTP provider writes waiting for an outcome
+  OutcomeWaiters* instance_waiters = nullptr;    // HTTP instance writes waiting for an outcome
+  OutcomeWaiters* federation_waiters = nullptr;  // peer API calls waiting for an outcome
   // Probe retention (HEALTH_EVENTS_RETENTION): the live audit index sweeps expired probes with
   // this clock. Null clock (rebuilds, time travel): nothing is swept.
   std::chrono::milliseconds health_events_retention{0};

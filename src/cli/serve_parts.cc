@@ -137,6 +137,7 @@ void AddProjections(ServeParts& parts) {
                      .metrics = &parts.metrics,
                      .provider_waiters = &parts.provider_waiters,
                      .instance_waiters = &parts.instance_waiters,
+                     .federation_waiters = &parts.federation_waiters,
                      .health_events_retention = parts.config.health_events_retention,
                      .clock = &SystemClock::Instance()});
   for (size_t i = 0; i < parts.projections.entries.size(); ++i) {

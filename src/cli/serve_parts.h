@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "consumers/command_bus.h"
+#include "consumers/federation_worker.h"
 #include "consumers/instance_worker.h"
 #include "consumers/kafka_monitor.h"
 #include "consumers/mock_cluster.h"
@@ -97,8 +98,9 @@ struct ServeParts {
   Metrics metrics;
   OutcomeWaiters provider_waiters;
   OutcomeWaiters instance_waiters;
-  AppliedOffsets applied_offsets;  // the runners' progress, for consumers that wait on it
-  ProjectionSet projections;       // the catalog's, in its order
+  OutcomeWaiters federation_waiters;  // peer API calls (SPEC §10), completed by `federation`
+  AppliedOffsets applied_offsets;     // the runners' progress, for consumers that wait on it
+  ProjectionSet projections;          // the catalog's, in its order
   std::vector<std::unique_ptr<ProjectionRunner>> runners;  // runners[i] folds projections[i]
   std::unique_ptr<Views> views;
   std::unique_ptr<Producer> health_producer;
@@ -107,6 +109,7 @@ struct ServeParts {
   std::unique_ptr<http::HttpPolicyEngine> policy;  // null: the built-in placement policy
   std::unique_ptr<InstanceWorker> worker;
   std::unique_ptr<Registrar> registrar;
+  std::unique_ptr<FederationWorker> federation_worker;  // null unless AddFederationDecider ran
   std::unique_ptr<Prober> prober;
   std::unique_ptr<ProviderLoss> provider_loss;
   std::unique_ptr<ReadBarrier> read_barrier;  // SPEC §7: what reads wait for
@@ -128,6 +131,13 @@ struct ServeParts {
 
 // Builds every part and adds its component; nothing is started. The error is the one to print.
 Status BuildServeParts(ServeParts& parts);
+
+// SPEC §10, provider side (src/cli/serve_federation.cc): the FederationWorker that decides
+// dcm.federation-requests in total order, and its sweeper, as the component "federation-decider".
+// Call it from BuildServeParts, after AddProducers and before the components start, only when
+// this enclave exports flavours (an enclave id and FEDERATION_EXPORT_SERVICE_TYPES are set):
+// `capacity` is the flavour derivation's instances available before holds and contracts.
+void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapacity capacity);
 
 // /healthz, /readyz, /metrics, /admin/info and /admin/projections over the parts
 // (src/cli/serve_ops.cc).

@@ -1,5 +1,7 @@
 #include "src/common/uuid.h"
 
+#include <openssl/sha.h>
+
 #include <cstdint>
 #include <random>
 
@@ -49,6 +51,40 @@ std::string DeterministicUuid(std::string_view seed) {
     b = SplitMix(b + c + (a >> 7));
   }
   return Format(SplitMix(a ^ seed.size()), SplitMix(b ^ a));
+}
+
+std::string UuidV5(std::string_view namespace_uuid, std::string_view name) {
+  auto nibble = [](char c) -> unsigned {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return 0;
+  };
+  std::string input;
+  input.reserve(16 + name.size());
+  for (size_t i = 0; i + 1 < namespace_uuid.size();) {
+    if (namespace_uuid[i] == '-') {
+      ++i;
+      continue;
+    }
+    input.push_back(
+        static_cast<char>(nibble(namespace_uuid[i]) << 4 | nibble(namespace_uuid[i + 1])));
+    i += 2;
+  }
+  input.append(name);
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(input.data()), input.size(), digest);
+  digest[6] = static_cast<unsigned char>((digest[6] & 0x0F) | 0x50);  // version 5
+  digest[8] = static_cast<unsigned char>((digest[8] & 0x3F) | 0x80);  // RFC 4122 variant
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xF]);
+  }
+  return out;
 }
 
 bool IsUuid(std::string_view t) {

@@ -13,6 +13,15 @@ std::string NewUuidV4();
 // variant). Deciders use it so that re-deciding the same request yields the same ids.
 std::string DeterministicUuid(std::string_view seed);
 
+// An RFC 4122 name-based UUID, version 5 (SHA-1 of the namespace's 16 bytes then `name`), as
+// Python's uuid.uuid5(namespace, name) spells it. `namespace_uuid` must be a UUID (IsUuid).
+// Federation ids (SPEC §10) use it: the same enclave and reservation give the same contract.
+std::string UuidV5(std::string_view namespace_uuid, std::string_view name);
+
+// RFC 4122 appendix C's namespaces.
+inline constexpr char kUuidNamespaceDns[] = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+inline constexpr char kUuidNamespaceUrl[] = "6ba7b811-9dad-11d1-80b4-00c04fd430c8";
+
 bool IsUuid(std::string_view text);
 
 }  // namespace dcm

@@ -70,5 +70,14 @@ TEST(UuidTest, IsUuidRejectsMalformed) {
   }
 }
 
+TEST(UuidV5Test, MatchesRfc4122NameBasedUuidsAsPythonSpellsThem) {
+  // python3 -c "import uuid; print(uuid.uuid5(uuid.NAMESPACE_DNS, 'www.example.com'))"
+  EXPECT_EQ(UuidV5(kUuidNamespaceDns, "www.example.com"), "2ed6657d-e927-568b-95e1-2665a8aea6a2");
+  EXPECT_TRUE(IsUuid(UuidV5(kUuidNamespaceUrl, "")));
+  EXPECT_EQ(UuidV5(kUuidNamespaceUrl, "a"), UuidV5(kUuidNamespaceUrl, "a"));
+  EXPECT_NE(UuidV5(kUuidNamespaceUrl, "a"), UuidV5(kUuidNamespaceDns, "a"));
+  EXPECT_EQ(UuidV5(kUuidNamespaceUrl, "x")[14], '5');
+}
+
 }  // namespace
 }  // namespace dcm

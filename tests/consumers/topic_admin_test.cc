@@ -23,6 +23,14 @@ TEST(ProjectTopicsTest, TheProviderTopicsHaveOnePartitionWhateverThePartitionsFl
   EXPECT_EQ(topics.at(config.topics.DeadLetter()), 1);
 }
 
+TEST(ProjectTopicsTest, TheFederationTopicsHaveOnePartitionSoCapacityIsDecidedInTotalOrder) {
+  Config config;
+  config.partitions = 8;
+  const auto topics = PartitionsByTopic(config);
+  EXPECT_EQ(topics.at(config.topics.FederationRequests()), 1);
+  EXPECT_EQ(topics.at(config.topics.Federation()), 1);
+}
+
 TEST(ProjectTopicsTest, TopicsThatSplitWorkOrTakeSpWritesHaveThePartitionsFlag) {
   Config config;
   config.partitions = 8;
@@ -34,7 +42,7 @@ TEST(ProjectTopicsTest, TopicsThatSplitWorkOrTakeSpWritesHaveThePartitionsFlag) 
     ASSERT_EQ(topics.count(name), 1u) << name;
     EXPECT_EQ(topics.at(name), 8) << name;
   }
-  EXPECT_EQ(topics.size(), 8u);
+  EXPECT_EQ(topics.size(), 10u);
 }
 
 TEST(ProjectTopicsTest, OnlyTheProbesTopicHasARetentionAndItIsHealthEventsRetention) {

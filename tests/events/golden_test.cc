@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "events/cloud_event.h"
+#include "events/federation_events.h"
 #include "events/health_events.h"
 #include "events/heartbeat_events.h"
 #include "events/instance_events.h"
@@ -73,6 +74,9 @@ int CurrentSchemaVersion(std::string_view type) {
   if (type == event_type::kHeartbeatRecorded) return kHeartbeatRecordedSchemaVersion;
   if (IsInstanceEventType(type)) return kInstanceEventSchemaVersion;
   if (IsStatusType(type)) return kSpStatusEventSchemaVersion;
+  if (IsFederationRequestType(type) || IsFederationOutcomeType(type)) {
+    return kFederationEventSchemaVersion;
+  }
   return kProviderEventSchemaVersion;
 }
 
@@ -153,6 +157,31 @@ CloudEvent ReEncode(const CloudEvent& event) {
     EXPECT_TRUE(decoded_again.has_value());
     if (decoded_again) {
       EXPECT_EQ(*decoded_again, *decoded);
+    }
+    return again;
+  }
+  if (IsFederationRequestType(event.type)) {
+    auto request = DecodeFederationRequest(event);
+    EXPECT_TRUE(request.has_value()) << request.error().message;
+    if (!request) return {};
+    EXPECT_EQ(EnvelopeOf(*request).time_ms, *time_ms);
+    CloudEvent again = EncodeFederationRequest(*request);
+    auto request_again = DecodeFederationRequest(again);
+    EXPECT_TRUE(request_again.has_value());
+    if (request_again) {
+      EXPECT_EQ(*request_again, *request);
+    }
+    return again;
+  }
+  if (IsFederationOutcomeType(event.type)) {
+    auto outcome = DecodeFederationOutcome(event);
+    EXPECT_TRUE(outcome.has_value()) << outcome.error().message;
+    if (!outcome) return {};
+    CloudEvent again = EncodeFederationOutcome(*outcome);
+    auto outcome_again = DecodeFederationOutcome(again);
+    EXPECT_TRUE(outcome_again.has_value());
+    if (outcome_again) {
+      EXPECT_EQ(*outcome_again, *outcome);
     }
     return again;
   }
@@ -318,6 +347,39 @@ TEST(GoldenTest, EveryProviderEventTypeHasAGolden) {
         event_type::kIdChanged, event_type::kDeleted, event_type::kExpired, event_type::kRejected,
         event_type::kHealthProbed, event_type::kHealthChanged, event_type::kHeartbeatRecorded}) {
     EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
+  }
+}
+
+TEST(GoldenTest, EveryFederationEventTypeHasAGolden) {
+  std::set<std::string> covered;
+  for (const auto& golden : LoadGoldens()) {
+    auto event = DecodeCloudEvent(golden.json);
+    ASSERT_TRUE(event.has_value()) << golden.file;
+    covered.insert(event->type);
+  }
+  auto check = [&](const auto& family) {
+    std::visit([&](const auto& typed) { EXPECT_TRUE(covered.count(typed.kType)) << typed.kType; },
+               family);
+  };
+  // Every alternative of both families (a new one without a golden fails here).
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (check(FederationRequest(std::in_place_index<I>)), ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<FederationRequest>>());
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (check(FederationOutcome(std::in_place_index<I>)), ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<FederationOutcome>>());
+}
+
+TEST(GoldenTest, FederationOutcomeGoldensCarryTheirDeterministicEventId) {
+  for (const auto& golden : LoadGoldens()) {
+    auto event = DecodeCloudEvent(golden.json);
+    ASSERT_TRUE(event.has_value()) << golden.file;
+    if (!IsFederationOutcomeType(event->type)) continue;
+    auto outcome = DecodeFederationOutcome(*event);
+    ASSERT_TRUE(outcome.has_value()) << golden.file;
+    EXPECT_EQ(event->id, FederationOutcomeId(BaseOf(*outcome).request_id)) << golden.file;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "consumers/projection_runner.h"
+#include "projections/federation_decider.h"
 #include "tests/bench/rebuild_bench.h"
 #include "tests/integration/kafka_env.h"
 
@@ -47,6 +48,46 @@ class RebuildTest : public ::testing::Test {
       producer_->Produce(e.topic, e.key, e.value, {}, [](Result<KafkaPosition>) {});
     }
     ASSERT_TRUE(producer_->Flush(30000));
+  }
+
+  // Produces the outcomes of a small federation history (SPEC §10: holds, a refusal, a contract,
+  // a release), as a FederationWorker decides them; returns how many.
+  int ProduceFederation() {
+    auto scratch = OrDie(Store::Open("/federation", StoreOptions{.in_memory = true}));
+    FederationDecider decider(scratch.get(), FederationPolicy{.enclave_id = "b"});
+    const FlavorCapacity capacity = [](const std::string&) { return std::optional<int64_t>(2); };
+    int produced = 0;
+    for (int i = 0; i < 6; ++i) {
+      const std::string reservation = "res-" + std::to_string(i % 3);
+      FederationRequest request;
+      if (i < 3) {
+        ReservationReceived r;
+        r.reservation_id = reservation;
+        r.flavor_id = "container";
+        r.consumer = "a";
+        r.spec = "{}";
+        r.ttl_ms = 30000;
+        request = r;
+      } else if (i == 3) {
+        request = ReservationConfirmRequested{{{}, reservation, "a"}};
+      } else {
+        request = ReservationReleaseRequested{{{}, reservation, "a"}};
+      }
+      auto& envelope = EnvelopeOf(request);
+      envelope.event_id = "fed-request-" + std::to_string(i);
+      envelope.time_ms = 1767225600000 + i;
+      StoreBatch batch;
+      auto outcome = OrDie(decider.Decide(request, i, capacity, batch));
+      EXPECT_TRUE(scratch->Write(batch));
+      if (!outcome) continue;
+      BaseOf(*outcome).source = "dcm/federation";
+      const CloudEvent event = EncodeFederationOutcome(*outcome);
+      producer_->Produce(env_->config.topics.Federation(), BaseOf(*outcome).reservation_id,
+                         EncodeCloudEvent(event), {}, [](Result<KafkaPosition>) {});
+      ++produced;
+    }
+    EXPECT_TRUE(producer_->Flush(30000));
+    return produced;
   }
 
   // Folds every topic into a store at `path` with live ProjectionRunners until each caught up,
@@ -118,12 +159,13 @@ class RebuildFlowTest : public RebuildTest {
 
 TEST_F(RebuildFlowTest, RebuildOfAMixedLogEqualsTheLiveStoreForEveryProjection) {
   Produce(3000);
+  const int federation = ProduceFederation();
   const std::string live_path = (dir_ / "live").string();
   FoldLive(live_path);
   auto live = OrDie(Store::OpenReadOnly(live_path));
   const auto result = Rebuild((dir_ / "side").string(), live.get());
   EXPECT_TRUE(result.warnings.empty());
-  EXPECT_EQ(result.messages, 3000);
+  EXPECT_EQ(result.messages, 3000 + federation);
   auto side = OrDie(Store::OpenReadOnly((dir_ / "side").string()));
   for (size_t i = 0; i < Specs().size(); ++i) {
     const auto comparison = OrDie(CompareProjection(*live, *side, Specs()[i]));
