@@ -60,6 +60,13 @@ void ResponseStream::WaitForDrain() {
   drain_armed_ = true;
 }
 
+bool ResponseStream::WaitForDrainIfAbove(size_t bytes) {
+  std::lock_guard lock(mu_);
+  if (buffer_.size() <= bytes) return false;
+  drain_armed_ = true;
+  return true;
+}
+
 void ResponseStream::SetOnDrained(std::function<void()> on_drained) {
   std::lock_guard lock(mu_);
   on_drained_ = std::move(on_drained);

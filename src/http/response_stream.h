@@ -47,6 +47,9 @@ class ResponseStream {
   // lock: it must be quick and must not call the stream). SetOnDrained(nullptr) waits for a
   // call in progress, so after it the function is never called again.
   void WaitForDrain();
+  // WaitForDrain if more than `bytes` are buffered (one check, so a Take in between is never
+  // missed); whether it waits.
+  bool WaitForDrainIfAbove(size_t bytes);
   void SetOnDrained(std::function<void()> on_drained);
 
   // Connection side. Moves the buffered bytes into `out` (cleared first) and returns the state.

@@ -295,13 +295,14 @@ void WatchHub::Round(std::unique_lock<std::mutex>& lock) {
   TakeIndexed(std::move(batch));
   Release(now_ms);
   for (auto& w : fresh_events) {
-    if (w->floor.empty() || w->floor >= released_) {
-      w->cursor = std::max(w->floor, released_);
-      w->floor = w->cursor;  // nothing before "now" (or its resume point) is the reader's
-      w->live = true;
-    } else {
-      w->cursor = w->floor;
+    // "Now" is the release; before the first one (a restart while the index lags), the clock
+    // less the settle time, read from the index like a resume.
+    if (w->floor.empty()) {
+      w->floor = watermark_ms_ > 0 ? released_ : WatermarkKey(now_ms - options_.settle.count());
     }
+    w->cursor = w->floor;
+    // Live at once only from the release on; anything earlier is read from the index first.
+    w->live = watermark_ms_ > 0 && w->floor >= released_;
     event_watchers_.push_back(std::move(w));
   }
   for (auto& w : event_watchers_) {
@@ -319,7 +320,7 @@ void WatchHub::Round(std::unique_lock<std::mutex>& lock) {
     const bool due = list.dirty && !list.watchers.empty() && now_ms >= list.next_relist_ms;
     if (joining || due) Relist(k, now_ms);
     for (auto& w : list.watchers) {
-      if (!w->synced && !w->dead) Sync(list, *w);
+      if (list.loaded && !w->synced && !w->dead) Sync(list, *w);
     }
   }
   Prune();
@@ -366,13 +367,17 @@ void WatchHub::Release(int64_t now_ms) {
   const int64_t lag = sources_.audit_lag ? sources_.audit_lag() : 0;
   int64_t w = now_ms - settle;
   if (lag > 0) w = std::min(w, newest_ms_ - settle);
+  const bool any_live = std::any_of(event_watchers_.begin(), event_watchers_.end(),
+                                    [](const auto& ew) { return ew->live && !ew->dead; });
   if (w > watermark_ms_) {
     watermark_ms_ = w;
     std::string release = WatermarkKey(w);
-    for (auto it = pending_.lower_bound(released_); it != pending_.end() && it->first < release;
-         ++it) {
-      Retain(it);
+    auto end = pending_.lower_bound(release);
+    if (!any_live) {  // nobody to render them for
+      pending_.erase(pending_.begin(), end);
+      retained_bytes_ = 0;
     }
+    for (auto it = pending_.lower_bound(released_); it != end; ++it) Retain(it);
     released_ = std::move(release);
   }
   for (auto& ew : event_watchers_) {
@@ -399,46 +404,57 @@ void WatchHub::Pump(EventWatcher& w) {
     }
   }
   w.cursor = std::max(w.cursor, released_);
-  if (!w.scanned.empty()) {
-    w.scanned.erase(w.scanned.begin(),
-                    w.scanned.lower_bound(WatermarkKey(watermark_ms_ - kScannedMemoryMs)));
-  }
+  ForgetScanned(w);
   // A bounded watch ends once the watermark passed its `until`.
   if (w.query.until_ms > 0 && watermark_ms_ > w.query.until_ms) w.stream->Close();
 }
 
-// Drops the released entries every live watcher passed. Past kRetainBytes the live watcher
-// furthest behind reads the index from its cursor instead (catching up), so the entries kept
-// for slow readers stay bounded.
+// Drops the released entries every live watcher passed. Past `retain_bytes` the live watchers
+// furthest behind read the index from their cursors instead (catching up), so the entries kept
+// for slow readers stay bounded. One pass over the entries, whatever the number of watchers.
 void WatchHub::Trim() {
-  while (true) {
-    EventWatcher* last = nullptr;
-    for (auto& w : event_watchers_) {
-      if (w->live && !w->dead && w->cursor < released_ && (!last || w->cursor < last->cursor)) {
-        last = w.get();
-      }
+  std::vector<EventWatcher*> behind;
+  for (auto& w : event_watchers_) {
+    if (w->live && !w->dead && w->cursor < released_) behind.push_back(w.get());
+  }
+  std::sort(behind.begin(), behind.end(),
+            [](const EventWatcher* a, const EventWatcher* b) { return a->cursor < b->cursor; });
+  auto size = [](const auto& it) { return it->first.size() + it->second.sse.size(); };
+  // Bytes kept while behind[i] is live: those of the entries after its cursor.
+  size_t passed = 0;
+  size_t kept_from = 0;
+  auto it = pending_.begin();
+  for (; kept_from < behind.size(); ++kept_from) {
+    for (; it != pending_.end() && it->first < released_ && it->first <= behind[kept_from]->cursor;
+         ++it) {
+      passed += size(it);
     }
-    const std::string& keep_after = last ? last->cursor : released_;
-    for (auto it = pending_.begin();
-         it != pending_.end() && it->first < released_ && it->first <= keep_after;) {
-      retained_bytes_ -= it->first.size() + it->second.sse.size();
-      it = pending_.erase(it);
-    }
-    if (retained_bytes_ <= options_.retain_bytes || last == nullptr) return;
-    last->live = false;
+    if (retained_bytes_ - passed <= options_.retain_bytes) break;
+    behind[kept_from]->live = false;
     if (behind_) behind_->Inc();
   }
+  const std::string& keep_after = kept_from < behind.size() ? behind[kept_from]->cursor : released_;
+  for (auto e = pending_.begin();
+       e != pending_.end() && e->first < released_ && e->first <= keep_after;) {
+    retained_bytes_ -= size(e);
+    e = pending_.erase(e);
+  }
+}
+
+void WatchHub::ForgetScanned(EventWatcher& w) {
+  if (w.scanned.empty()) return;
+  w.scanned.erase(w.scanned.begin(),
+                  w.scanned.lower_bound(WatermarkKey(watermark_ms_ - kScannedMemoryMs)));
 }
 
 // Catching up (and a list's snapshot) goes on only while the reader keeps up (at most half a
 // buffer waits for it): a slow one catches up at its own pace, and one blocked for
 // `stall_timeout` is cut off.
 bool WatchHub::Blocked(ResponseStream& stream, int64_t& stalled_since_ms) {
-  if (stream.buffered() <= options_.buffer_bytes / 2) {
+  if (!stream.WaitForDrainIfAbove(options_.buffer_bytes / 2)) {
     stalled_since_ms = 0;
     return false;
   }
-  stream.WaitForDrain();
   const int64_t now_ms = sources_.clock->NowMillis();
   if (stalled_since_ms == 0) stalled_since_ms = now_ms;
   if (now_ms - stalled_since_ms >= options_.stall_timeout.count()) stream.CutOff();
@@ -471,6 +487,7 @@ void WatchHub::Sync(ListState& list, ListWatcher& w) {
 
 void WatchHub::CatchUp(EventWatcher& w) {
   if (watermark_ms_ <= 0) return;  // nothing released yet: no upper bound to scan to
+  ForgetScanned(w);
   for (int page_no = 0; page_no < kCatchUpPages; ++page_no) {
     if (Blocked(w)) return;
     AuditQuery query = w.query;
@@ -549,8 +566,11 @@ void WatchHub::Relist(int kind, int64_t now_ms) {
       } else {
         continue;
       }
-      if (!w->stream->Write(out)) w->dead = true;
-      if (sent_) sent_->Inc();
+      if (!w->stream->Write(out)) {
+        w->dead = true;
+      } else if (sent_) {
+        sent_->Inc();
+      }
     }
   };
   if (list.loaded && !list.watchers.empty()) {

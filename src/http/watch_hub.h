@@ -33,12 +33,12 @@
 // Bounds: at most `max_streams` streams (then 503); each stream buffers at most `buffer_bytes`
 // for its reader. Released entries kept for live watchers behind are bounded by `retain_bytes`:
 // past it the live watcher furthest behind reads the index instead (catching up). A reader
-// blocked for `stall_timeout` is cut off (it reconnects with Last-Event-ID). A list watcher is cut off
-// when a change would pass its bound (it reconnects and gets the snapshot again). So a reader
+// blocked for `stall_timeout` is cut off (it reconnects with Last-Event-ID). A list watcher is cut
+// off when a change would pass its bound (it reconnects and gets the snapshot again). So a reader
 // that does not read never slows the others or grows the memory: memory for streams is bounded
-// by max_streams × buffer_bytes + retain_bytes. Metrics: dcm_watch_streams{kind}, dcm_watch_events_sent_total,
-// dcm_watch_fell_behind_total, dcm_watch_cut_off_total, dcm_watch_late_events_total,
-// dcm_watch_refused_total.
+// by max_streams × buffer_bytes + retain_bytes. Metrics: dcm_watch_streams{kind},
+// dcm_watch_events_sent_total, dcm_watch_fell_behind_total, dcm_watch_cut_off_total,
+// dcm_watch_late_events_total, dcm_watch_refused_total.
 //
 // Thread-safety: Watch*, Indexed and Changed from any thread; Start/Stop from one.
 #pragma once
@@ -147,6 +147,7 @@ class WatchHub {
   void Retain(std::map<std::string, Pending>::iterator it);
   void Pump(EventWatcher& w);
   void Trim();
+  void ForgetScanned(EventWatcher& w);
   bool Blocked(ResponseStream& stream, int64_t& stalled_since_ms);
   bool Blocked(EventWatcher& w);
   void Sync(ListState& list, ListWatcher& w);

@@ -294,6 +294,31 @@ TEST_F(WatchHubTest, ALiveReaderFurtherBehindThanTheHubKeepsReadsTheRestFromTheI
   EXPECT_EQ(Subjects(Read(*reader)), (std::vector<std::string>{"after"}));
 }
 
+TEST_F(WatchHubTest, AResumeBeforeTheFirstReleaseReadsTheIndexFirst) {
+  // A restart: the index holds what the previous process indexed, the runner still lags, and a
+  // client resumes after the first entry before this process released anything.
+  Index("a", kT0 + 100);
+  Index("b", kT0 + 200);
+  Index("c", kT0 + 300);
+  Make(WatchOptions{});
+  lag_ = 500;
+  const std::string after_a = AuditEntryKey({"dcm.t", 0, 0, kT0 + 100, ""});
+  auto s = Watch({.query = {}, .resume = EncodePageToken(after_a)});
+  auto now = Watch({});
+  hub_->Poll();
+  EXPECT_TRUE(Read(*s).empty()) << "nothing is released yet";
+  Index("d", kT0 + 900);  // newest indexed: the watermark follows it
+  clock_.Set(kT0 + 2000);
+  hub_->Poll();
+  hub_->Poll();
+  EXPECT_EQ(Subjects(Read(*s)), (std::vector<std::string>{"b", "c"}));
+  lag_ = 0;
+  hub_->Poll();
+  EXPECT_EQ(Subjects(Read(*s)), (std::vector<std::string>{"d"}));
+  EXPECT_EQ(Subjects(Read(*now)), (std::vector<std::string>{"d"}))
+      << "a watch from now gets what came after it joined, not the index before it";
+}
+
 TEST_F(WatchHubTest, TheStreamCapAnswers503AndAClosedStreamFreesItsSlot) {
   Make(WatchOptions{.max_streams = 1});
   auto s = Watch({});
@@ -374,6 +399,27 @@ TEST_F(WatchHubTest, AListSnapshotBiggerThanTheBufferGoesOutAsTheReaderReads) {
   }
   EXPECT_EQ(added, 99);
   EXPECT_EQ(modified, 1);
+}
+
+TEST_F(WatchHubTest, AListWatchIsSyncedOnlyOnceItsListCouldBeRead) {
+  int calls = 0;
+  WatchSources sources;
+  sources.audit = view_.get();
+  sources.listers[0] = [&calls]() -> Result<std::vector<WatchItem>> {
+    if (++calls == 1) return MakeError(ErrorCode::kUnavailable, "store busy");
+    return std::vector<WatchItem>{{"p1", R"({"id":"p1"})", {}}};
+  };
+  sources.clock = &clock_;
+  WatchHub hub({}, std::move(sources), nullptr);
+  auto w = hub.WatchList({WatchKind::kProviders, {}}).stream;
+  hub.Poll();
+  EXPECT_TRUE(Read(*w).empty()) << "no SYNCED over a list that failed to load";
+  clock_.Advance(std::chrono::seconds(1));
+  hub.Poll();
+  const auto msgs = Read(*w);
+  ASSERT_EQ(msgs.size(), 2u);
+  EXPECT_EQ(msgs[0].event, "ADDED");
+  EXPECT_EQ(msgs[1].event, "SYNCED");
 }
 
 TEST_F(WatchHubTest, AListNobodyWatchesIsNotListed) {
