@@ -54,37 +54,38 @@ TEST(ProjectionCatalogTest, TopicsFollowTheDeploymentPrefix) {
   }
 }
 
-TEST(ProjectionCatalogTest, ServesTheFiveProjectionsInServeOrder) {
+TEST(ProjectionCatalogTest, ServesTheSixProjectionsInServeOrder) {
   std::vector<std::string> names;
   std::vector<std::string> labels;
   for (const auto& entry : ProjectionCatalog(Topics{})) {
     names.push_back(entry.name);
     labels.push_back(entry.TopicLabel());
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"registry", "health", "instances", "sp-status", "audit"}));
-  EXPECT_EQ(labels,
-            (std::vector<std::string>{"dcm.providers", "*", "dcm.instances", "dcm.status", "*"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"registry", "health", "peer-health", "instances",
+                                             "sp-status", "audit"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"dcm.providers", "*", "*", "dcm.instances",
+                                              "dcm.status", "*"}));
 }
 
 TEST(ProjectionCatalogTest, HealthFoldsTransitionsAndProbesAndOnlyProbeStateExpires) {
   const Topics topics;
   for (const auto& entry : ProjectionCatalog(topics)) {
-    if (entry.name == "health") {
+    if (entry.name == "health" || entry.name == "peer-health") {
       EXPECT_EQ(entry.topics, (std::vector<std::string>{"dcm.health", "dcm.health-probes"}));
     }
     if (entry.name == "audit") {
       EXPECT_NE(std::find(entry.topics.begin(), entry.topics.end(), "dcm.health-probes"),
                 entry.topics.end());
     }
-    EXPECT_EQ(static_cast<bool>(entry.expires), entry.name == "health" || entry.name == "audit")
+    EXPECT_EQ(static_cast<bool>(entry.expires),
+              entry.name == "health" || entry.name == "peer-health" || entry.name == "audit")
         << entry.name;
   }
 }
 
 TEST(ProjectionCatalogTest, TimeTravelFoldsStateNotTheAuditIndex) {
   for (const auto& entry : ProjectionCatalog(Topics{})) {
-    EXPECT_EQ(entry.as_of, entry.name != "audit") << entry.name;
+    EXPECT_EQ(entry.as_of, entry.name != "audit" && entry.name != "peer-health") << entry.name;
   }
 }
 
