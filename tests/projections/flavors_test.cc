@@ -93,6 +93,14 @@ TEST(FlavorsTest, FlavorIdIsDeterministicAndNamesEnclaveTypeAndRegion) {
   EXPECT_NE(FlavorId("b", "container", "eu"), FlavorId("b", "container", "us"));
 }
 
+// A selector with one field set by `set`.
+template <typename Set>
+FlavorSelector Selector(Set set) {
+  FlavorSelector s;
+  set(s);
+  return s;
+}
+
 TEST(FlavorsTest, SelectorMatchesFieldsAndRanges) {
   Flavor f;
   f.flavor_id = "f1";
@@ -102,25 +110,33 @@ TEST(FlavorsTest, SelectorMatchesFieldsAndRanges) {
   f.cpu_available = 3.5;
   f.memory_available = 1000;
   f.price.amount = 0.05;
+  using S = FlavorSelector&;
   EXPECT_TRUE(Matches(FlavorSelector{}, f));
-  EXPECT_TRUE(
-      Matches(FlavorSelector{.service_type = "container", .instances_available_min = 1}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.service_type = "vm"}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.region = "us"}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.flavor_id = "f2"}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.instances_available_min = 3}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.instances_available_max = 1}, f));
-  EXPECT_TRUE(Matches(FlavorSelector{.cpu_available_min = 3.5, .cpu_available_max = 4}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.memory_available_min = 1001}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.price_max = 0.01}, f));
-  EXPECT_TRUE(Matches(FlavorSelector{.price_min = 0.05}, f));
+  EXPECT_TRUE(Matches(Selector([](S s) {
+                        s.service_type = "container";
+                        s.instances_available_min = 1;
+                      }),
+                      f));
+  EXPECT_FALSE(Matches(Selector([](S s) { s.service_type = "vm"; }), f));
+  EXPECT_FALSE(Matches(Selector([](S s) { s.region = "us"; }), f));
+  EXPECT_FALSE(Matches(Selector([](S s) { s.flavor_id = "f2"; }), f));
+  EXPECT_FALSE(Matches(Selector([](S s) { s.instances_available_min = 3; }), f));
+  EXPECT_FALSE(Matches(Selector([](S s) { s.instances_available_max = 1; }), f));
+  EXPECT_TRUE(Matches(Selector([](S s) {
+                        s.cpu_available_min = 3.5;
+                        s.cpu_available_max = 4;
+                      }),
+                      f));
+  EXPECT_FALSE(Matches(Selector([](S s) { s.memory_available_min = 1001; }), f));
+  EXPECT_FALSE(Matches(Selector([](S s) { s.price_max = 0.01; }), f));
+  EXPECT_TRUE(Matches(Selector([](S s) { s.price_min = 0.05; }), f));
 }
 
 TEST(FlavorsTest, UnlimitedIsAboveEveryMinimumAndBelowNoMaximum) {
   Flavor f;
   f.service_type = "container";
-  EXPECT_TRUE(Matches(FlavorSelector{.instances_available_min = 1000000}, f));
-  EXPECT_FALSE(Matches(FlavorSelector{.instances_available_max = 10}, f));
+  EXPECT_TRUE(Matches(Selector([](FlavorSelector& s) { s.instances_available_min = 1000000; }), f));
+  EXPECT_FALSE(Matches(Selector([](FlavorSelector& s) { s.instances_available_max = 10; }), f));
 }
 
 TEST(FlavorsTest, MemoryQuantities) {
