@@ -60,6 +60,7 @@ struct ServeFlags {
   // SPEC §7.
   std::string heavy_read_timeout = "10s";
   std::string watch_settle = "250ms";  // SPEC §9
+  std::string watch_stall_timeout = "10s";
   // SPEC §10.
   std::string federation_peers;
   std::string federation_export;
@@ -103,6 +104,8 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
         std::tuple{&flags.heavy_read_timeout, &config.limits.heavy_read_timeout,
                    "--heavy-read-timeout"},
         std::tuple{&flags.watch_settle, &config.limits.watch_settle, "--watch-settle"},
+        std::tuple{&flags.watch_stall_timeout, &config.limits.watch_stall_timeout,
+                   "--watch-stall-timeout"},
         std::tuple{&flags.federation_flavor_ttl, &config.federation.flavor_ttl,
                    "FEDERATION_FLAVOR_TTL"}}) {
     auto parsed = ParseGoDuration(*text);
@@ -373,14 +376,18 @@ void RegisterLimitFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("DCM_WATCH_MAX_STREAMS")
       ->capture_default_str();
   cmd->add_option("--watch-buffer-bytes", l.watch_buffer_bytes,
-                  "Bytes a watch stream buffers for a reader that does not keep up; then it is "
-                  "cut off")
+                  "Bytes a watch stream buffers for its reader (an events watch half a buffer "
+                  "behind reads the index at its reader's pace; a list watch is cut off)")
       ->envname("DCM_WATCH_BUFFER_BYTES")
       ->capture_default_str();
   cmd->add_option("--watch-settle", flags.watch_settle,
                   "An event goes out to /events watchers once this passed its time (so events "
                   "indexed out of time order go out in order)")
       ->envname("DCM_WATCH_SETTLE")
+      ->capture_default_str();
+  cmd->add_option("--watch-stall-timeout", flags.watch_stall_timeout,
+                  "A watch whose reader reads nothing for this long while data waits is cut off")
+      ->envname("DCM_WATCH_STALL_TIMEOUT")
       ->capture_default_str();
 }
 

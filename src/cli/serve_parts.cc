@@ -296,11 +296,12 @@ void AddWatchHub(ServeParts& parts) {
       .listers = {http::ProviderLister(api), http::CatalogItemInstanceLister(api),
                   http::CleanupQueueLister(api)},
       .clock = &SystemClock::Instance()};
-  parts.watch_hub =
-      std::make_unique<http::WatchHub>(http::WatchOptions{.max_streams = limits.watch_max_streams,
-                                                          .buffer_bytes = limits.watch_buffer_bytes,
-                                                          .settle = limits.watch_settle},
-                                       std::move(sources), &parts.metrics);
+  parts.watch_hub = std::make_unique<http::WatchHub>(
+      http::WatchOptions{.max_streams = limits.watch_max_streams,
+                         .buffer_bytes = limits.watch_buffer_bytes,
+                         .settle = limits.watch_settle,
+                         .stall_timeout = limits.watch_stall_timeout},
+      std::move(sources), &parts.metrics);
   parts.projections.Find<AuditProjection>(AuditProjection::kName)
       ->SetFeed([hub = parts.watch_hub.get()](std::vector<IndexedEvent> indexed) {
         hub->Indexed(std::move(indexed));

@@ -163,13 +163,16 @@ struct LimitsConfig {
   std::chrono::milliseconds heavy_read_timeout{10000};
   // Watch streams (SPEC §9): at most this many open at once, beyond it 503
   // (--watch-max-streams, DCM_WATCH_MAX_STREAMS); each buffers at most `watch_buffer_bytes` for
-  // a reader that does not keep up, then it is cut off (--watch-buffer-bytes,
-  // DCM_WATCH_BUFFER_BYTES). Their product bounds the memory of watches: 2,048 × 128 KiB =
-  // 256 MiB. An event goes out once `watch_settle` passed its time (--watch-settle,
-  // DCM_WATCH_SETTLE), so events indexed out of time order still go out in order.
+  // its reader (--watch-buffer-bytes, DCM_WATCH_BUFFER_BYTES): an events watch half a buffer
+  // behind reads the index at its reader's pace, a list watch is cut off. Their product bounds
+  // the memory of watches: 2,048 × 128 KiB = 256 MiB. A reader blocked for
+  // `watch_stall_timeout` is cut off (--watch-stall-timeout, DCM_WATCH_STALL_TIMEOUT). An event
+  // goes out once `watch_settle` passed its time (--watch-settle, DCM_WATCH_SETTLE), so events
+  // indexed out of time order still go out in order.
   size_t watch_max_streams = 2048;
   size_t watch_buffer_bytes = 128 * 1024;
   std::chrono::milliseconds watch_settle{250};
+  std::chrono::milliseconds watch_stall_timeout{10000};
 };
 
 // How `dcm serve` shares its descriptors (SPEC §7: no EMFILE, ever). `reserve` is for RocksDB's

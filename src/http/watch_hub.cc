@@ -23,8 +23,6 @@ constexpr int kCatchUpPages = 8;
 // Keys a catching-up watcher scanned are remembered this long past the watermark, so a late
 // entry the scan already sent is not sent again.
 constexpr int64_t kScannedMemoryMs = 10000;
-// A catching-up reader that read nothing for this long is cut off.
-constexpr int64_t kCatchUpStallMs = 30000;
 
 // Everything with a time at or before `ms` sorts below this key.
 std::string WatermarkKey(int64_t ms) { return fmt::format("{:013}/\xff", ms); }
@@ -70,7 +68,7 @@ struct WatchHub::EventWatcher {
   std::string cursor;  // scanned (catching up) or released (live) up to here
   bool live = false;
   bool dead = false;
-  int64_t stalled_since_ms = 0;   // catching up, its reader not reading since then
+  int64_t stalled_since_ms = 0;   // catching up, its reader blocked since then
   std::set<std::string> scanned;  // catch-up keys near the watermark (see kScannedMemoryMs)
 
   bool Matches(const IndexedEvent& e) const {
@@ -85,6 +83,13 @@ struct WatchHub::ListWatcher {
   ListWatchRequest request;
   std::shared_ptr<ResponseStream> stream;
   bool dead = false;
+  bool synced = false;           // SYNCED sent: every change goes out
+  std::string sync_cursor;       // until then: the snapshot went out up to this id
+  int64_t stalled_since_ms = 0;  // syncing, its reader blocked since then
+
+  // Whether the reader has `id` in its view: after SYNCED everything, before it what the
+  // snapshot sent (the rest goes out as ADDED, as it is then, when the snapshot reaches it).
+  bool Sent(const std::string& id) const { return synced || id <= sync_cursor; }
 };
 
 struct WatchHub::ListState {
@@ -107,7 +112,11 @@ WatchHub::WatchHub(WatchOptions options, WatchSources sources, Metrics* metrics)
                                "SSE messages written to watch streams", "");
   cut_off_ = &metrics->GetCounter(
       "dcm_watch_cut_off_total",
-      "Watch streams ended because their reader fell a whole buffer behind", "");
+      "Watch streams ended because their reader stopped reading (or fell a whole buffer behind)",
+      "");
+  behind_ = &metrics->GetCounter(
+      "dcm_watch_fell_behind_total",
+      "Live event watches that fell half a buffer behind and went back to reading the index", "");
   late_ = &metrics->GetCounter(
       "dcm_watch_late_events_total",
       "Events indexed after the watch watermark passed their time (sent out of order)", "");
@@ -258,20 +267,16 @@ void WatchHub::Round(std::unique_lock<std::mutex>& lock) {
   for (int k = 0; k < kWatchKinds; ++k) {
     ListState& list = *lists_[k];
     list.dirty = list.dirty || dirty[k];
-    std::vector<std::unique_ptr<ListWatcher>> joining;
+    bool joining = false;
     for (auto& w : fresh_lists) {
-      if (w && static_cast<int>(w->request.kind) == k) joining.push_back(std::move(w));
+      if (!w || static_cast<int>(w->request.kind) != k) continue;
+      list.watchers.push_back(std::move(w));
+      joining = true;
     }
     const bool due = list.dirty && !list.watchers.empty() && now_ms >= list.next_relist_ms;
-    if (!joining.empty() || due) Relist(k, now_ms);
-    for (auto& w : joining) {
-      std::string out;
-      for (const auto& [id, item] : list.items) {
-        if (AttrsMatch(w->request.filters, item)) AppendSse(&out, "", "ADDED", item.json);
-      }
-      AppendSse(&out, "", "SYNCED", "{}");
-      w->dead = !w->stream->Write(out);
-      list.watchers.push_back(std::move(w));
+    if (joining || due) Relist(k, now_ms);
+    for (auto& w : list.watchers) {
+      if (!w->synced && !w->dead) Sync(list, *w);
     }
   }
   Prune();
@@ -294,6 +299,7 @@ void WatchHub::TakeIndexed(std::vector<IndexedEvent> batch) {
       if (!w->live && key > w->cursor) continue;  // its catch-up scan will read it
       if (w->scanned.count(key) > 0) continue;    // its catch-up scan sent it
       Send(*w, e, EncodePageToken(w->cursor));
+      FellBehind(*w);  // the key is below its cursor: the scan goes on after it
     }
   }
 }
@@ -312,6 +318,7 @@ void WatchHub::Release(int64_t now_ms) {
     for (auto& ew : event_watchers_) {
       if (ew->live && !ew->dead && it->first > ew->cursor && ew->Matches(it->second)) {
         Send(*ew, it->second, id);
+        if (FellBehind(*ew)) ew->cursor = it->first;  // the rest comes from the index
       }
     }
   }
@@ -329,18 +336,51 @@ void WatchHub::Release(int64_t now_ms) {
   }
 }
 
-// Catching up goes on only while the reader keeps up (less than half a buffer waits for it): a
-// slow one catches up at its own pace, and one that read nothing for kCatchUpStallMs is cut off
-// as a live one would be.
-bool WatchHub::Blocked(EventWatcher& w) {
-  if (w.stream->buffered() <= options_.buffer_bytes / 2) {
-    w.stalled_since_ms = 0;
+// A live watcher with half a buffer waiting for its reader reads the index from where it is
+// instead (catching up), so a burst or a slow reader never fills its buffer.
+bool WatchHub::FellBehind(EventWatcher& w) {
+  if (!w.live || w.dead || w.stream->buffered() <= options_.buffer_bytes / 2) return false;
+  w.live = false;
+  if (behind_) behind_->Inc();
+  return true;
+}
+
+// Catching up (and a list's snapshot) goes on only while the reader keeps up (at most half a
+// buffer waits for it): a slow one catches up at its own pace, and one blocked for
+// `stall_timeout` is cut off.
+bool WatchHub::Blocked(ResponseStream& stream, int64_t& stalled_since_ms) {
+  if (stream.buffered() <= options_.buffer_bytes / 2) {
+    stalled_since_ms = 0;
     return false;
   }
   const int64_t now_ms = sources_.clock->NowMillis();
-  if (w.stalled_since_ms == 0) w.stalled_since_ms = now_ms;
-  if (now_ms - w.stalled_since_ms >= kCatchUpStallMs) w.stream->CutOff();
+  if (stalled_since_ms == 0) stalled_since_ms = now_ms;
+  if (now_ms - stalled_since_ms >= options_.stall_timeout.count()) stream.CutOff();
   return true;
+}
+
+bool WatchHub::Blocked(EventWatcher& w) { return Blocked(*w.stream, w.stalled_since_ms); }
+
+// The snapshot of a joining list watcher, in id order, as far as its reader keeps up; SYNCED
+// once it is all out.
+void WatchHub::Sync(ListState& list, ListWatcher& w) {
+  for (auto it = list.items.upper_bound(w.sync_cursor); it != list.items.end(); ++it) {
+    if (Blocked(*w.stream, w.stalled_since_ms)) return;
+    if (AttrsMatch(w.request.filters, it->second)) {
+      std::string out;
+      AppendSse(&out, "", "ADDED", it->second.json);
+      if (!w.stream->Write(out)) {
+        w.dead = true;
+        return;
+      }
+      if (sent_) sent_->Inc();
+    }
+    w.sync_cursor = it->first;
+  }
+  w.synced = true;
+  std::string out;
+  AppendSse(&out, "", "SYNCED", "{}");
+  w.dead = !w.stream->Write(out);
 }
 
 void WatchHub::CatchUp(EventWatcher& w) {
@@ -409,8 +449,9 @@ void WatchHub::Relist(int kind, int64_t now_ms) {
   std::map<std::string, WatchItem> next;
   for (auto& item : *fresh) next.emplace(item.id, std::move(item));
   auto notify = [&](const WatchItem* before, const WatchItem* after) {
+    const std::string& id = before != nullptr ? before->id : after->id;
     for (auto& w : list.watchers) {
-      if (w->dead) continue;
+      if (w->dead || !w->Sent(id)) continue;
       const bool had = before != nullptr && AttrsMatch(w->request.filters, *before);
       const bool has = after != nullptr && AttrsMatch(w->request.filters, *after);
       std::string out;

@@ -20,17 +20,22 @@
 //   After a release a live watcher's cursor moves to the release key, so a late entry's id (the
 //   cursor) is never before one already sent.
 //
-// Lists, as Kubernetes watches do: the current list (ADDED each, then SYNCED), then ADDED /
-// MODIFIED / DELETED with the full object. The hub keeps the last rendering of each list that
-// has watchers, and when a projection that feeds it commits (AppliedOffsets observer) re-lists
-// it, at most every `list_interval`, and sends the difference. The cost of a re-list grows with
-// the list (see docs/operations.md "Watches").
+// Lists, as Kubernetes watches do: the current list (ADDED each, in id order and only as fast as
+// the reader reads; then SYNCED), then ADDED / MODIFIED / DELETED with the full object (while
+// the snapshot goes out, changes to what it already sent). The hub keeps the last rendering of each
+// list that has watchers, and when a projection that feeds it commits (AppliedOffsets observer)
+// re-lists it, at most every `list_interval`, and sends the difference. The cost of a re-list grows
+// with the list (see docs/operations.md "Watches").
 //
 // Bounds: at most `max_streams` streams (then 503); each stream buffers at most `buffer_bytes`
-// for its reader, past which it is cut off (the reader reconnects with Last-Event-ID): a reader
-// that does not read never slows the others or grows the memory. Memory for streams is bounded by
-// max_streams × buffer_bytes. Metrics: dcm_watch_streams{kind}, dcm_watch_events_sent_total,
-// dcm_watch_cut_off_total, dcm_watch_late_events_total, dcm_watch_refused_total.
+// for its reader. A live events watcher with half of that waiting (a burst, or a slow reader)
+// goes back to catching up from the index, at its reader's pace; one whose reader stays blocked
+// for `stall_timeout` is cut off (it reconnects with Last-Event-ID). A list watcher is cut off
+// when a change would pass its bound (it reconnects and gets the snapshot again). So a reader
+// that does not read never slows the others or grows the memory: memory for streams is bounded
+// by max_streams × buffer_bytes. Metrics: dcm_watch_streams{kind}, dcm_watch_events_sent_total,
+// dcm_watch_fell_behind_total, dcm_watch_cut_off_total, dcm_watch_late_events_total,
+// dcm_watch_refused_total.
 //
 // Thread-safety: Watch*, Indexed and Changed from any thread; Start/Stop from one.
 #pragma once
@@ -72,6 +77,7 @@ struct WatchOptions {
   size_t max_streams = 2048;
   size_t buffer_bytes = 128 * 1024;
   std::chrono::milliseconds settle{250};
+  std::chrono::milliseconds stall_timeout{10000};  // a reader blocked this long is cut off
   std::chrono::milliseconds list_interval{100};
   std::chrono::milliseconds tick{50};  // the hub's wake-up when nothing happens
 };
@@ -130,7 +136,10 @@ class WatchHub {
   void TakeIndexed(std::vector<IndexedEvent> batch);
   void Release(int64_t now_ms);
   void CatchUp(EventWatcher& w);
+  bool FellBehind(EventWatcher& w);
+  bool Blocked(ResponseStream& stream, int64_t& stalled_since_ms);
   bool Blocked(EventWatcher& w);
+  void Sync(ListState& list, ListWatcher& w);
   void Relist(int kind, int64_t now_ms);
   void Send(EventWatcher& w, const IndexedEvent& e, const std::string& id);
   void Prune();
@@ -161,6 +170,7 @@ class WatchHub {
   Gauge* gauges_[kWatchKinds + 1] = {};
   Counter* sent_ = nullptr;
   Counter* cut_off_ = nullptr;
+  Counter* behind_ = nullptr;
   Counter* late_ = nullptr;
   Counter* refused_ = nullptr;
 };

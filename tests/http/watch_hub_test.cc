@@ -224,13 +224,13 @@ TEST_F(WatchHubTest, AReaderThatFallsABufferBehindIsCutOffAndTheOthersGetEveryth
   EXPECT_EQ(metrics_.GetCounter("dcm_watch_cut_off_total", "").Value(), 1);
 }
 
-TEST_F(WatchHubTest, ACatchingUpReaderThatReadsNothingFor30sIsCutOff) {
-  Make(WatchOptions{.buffer_bytes = 4096});
+TEST_F(WatchHubTest, ACatchingUpReaderThatReadsNothingForTheStallTimeoutIsCutOff) {
+  Make(WatchOptions{.buffer_bytes = 4096, .stall_timeout = std::chrono::seconds(10)});
   for (int i = 0; i < 100; ++i) Index("old" + std::to_string(i), kT0 + i);
   auto stalled = Watch({.query = {.since_ms = kT0}, .resume = ""});
   hub_->Poll();  // fills half its buffer, then waits for the reader
   EXPECT_EQ(stalled->state(), ResponseStream::State::kOpen);
-  clock_.Advance(std::chrono::seconds(29));
+  clock_.Advance(std::chrono::seconds(9));
   hub_->Poll();
   EXPECT_EQ(stalled->state(), ResponseStream::State::kOpen);
   clock_.Advance(std::chrono::seconds(2));
@@ -239,6 +239,33 @@ TEST_F(WatchHubTest, ACatchingUpReaderThatReadsNothingFor30sIsCutOff) {
   hub_->Poll();
   EXPECT_EQ(hub_->streams(), 0u);
   EXPECT_EQ(metrics_.GetCounter("dcm_watch_cut_off_total", "").Value(), 1);
+}
+
+TEST_F(WatchHubTest, ALiveReaderHitByABurstBiggerThanItsBufferGetsItAllInOrderFromTheIndex) {
+  Make(WatchOptions{.buffer_bytes = 4096});
+  auto reader = Watch({});
+  hub_->Poll();
+  for (int i = 0; i < 200; ++i) Index("b" + std::to_string(1000 + i), kT0 + 1001 + i);
+  clock_.Set(kT0 + 1500);
+  std::vector<Message> got;
+  for (int round = 0; round < 100 && got.size() < 200; ++round) {
+    hub_->Poll();  // releases the burst: half a buffer goes out live, the rest from the index
+    for (auto& m : Read(*reader)) got.push_back(m);
+  }
+  ASSERT_EQ(got.size(), 200u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(DecodeCloudEvent(got[i].data)->subject, "b" + std::to_string(1000 + i));
+    if (i > 0) {
+      EXPECT_LT(*DecodePageToken(got[i - 1].id), *DecodePageToken(got[i].id));
+    }
+  }
+  EXPECT_EQ(reader->state(), ResponseStream::State::kOpen);
+  EXPECT_GE(metrics_.GetCounter("dcm_watch_fell_behind_total", "").Value(), 1);
+  // Live again: the next event comes with the next release.
+  Index("after", kT0 + 1600);
+  clock_.Set(kT0 + 1900);
+  hub_->Poll();
+  EXPECT_EQ(Subjects(Read(*reader)), (std::vector<std::string>{"after"}));
 }
 
 TEST_F(WatchHubTest, TheStreamCapAnswers503AndAClosedStreamFreesItsSlot) {
@@ -287,6 +314,40 @@ TEST_F(WatchHubTest, AListWatchSendsTheSnapshotSyncedThenAddedModifiedDeleted) {
   EXPECT_EQ(msgs[0].event, "DELETED");
   EXPECT_EQ(msgs[1].event, "DELETED");
   EXPECT_EQ(msgs[2].event, "ADDED");
+}
+
+TEST_F(WatchHubTest, AListSnapshotBiggerThanTheBufferGoesOutAsTheReaderReads) {
+  Make(WatchOptions{.buffer_bytes = 4096});
+  const std::string pad(200, 'x');
+  for (int i = 0; i < 100; ++i) {
+    const std::string id = "p" + std::to_string(100 + i);
+    items_.push_back({id, R"({"id":")" + id + R"(","pad":")" + pad + R"("})", {}});
+  }
+  auto w = hub_->WatchList({WatchKind::kProviders, {}}).stream;
+  hub_->Poll();
+  auto first = Read(*w);
+  EXPECT_LT(first.size(), 100u) << "the snapshot waits for the reader";
+  EXPECT_EQ(w->state(), ResponseStream::State::kOpen);
+  // While it syncs, p100 (already sent) changes and p199 (not yet) goes away.
+  items_[0].json = R"({"id":"p100","v":2})";
+  items_.pop_back();
+  hub_->Changed(WatchKind::kProviders);
+  clock_.Set(kT0 + 5000);
+  std::vector<Message> all = first;
+  for (int round = 0; round < 50 && (all.empty() || all.back().event != "SYNCED"); ++round) {
+    hub_->Poll();
+    for (auto& m : Read(*w)) all.push_back(m);
+  }
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().event, "SYNCED");
+  int added = 0, modified = 0;
+  for (const auto& m : all) {
+    added += m.event == "ADDED";
+    modified += m.event == "MODIFIED";
+    EXPECT_EQ(m.data.find("p199"), std::string::npos) << "a deleted item not yet sent is skipped";
+  }
+  EXPECT_EQ(added, 99);
+  EXPECT_EQ(modified, 1);
 }
 
 TEST_F(WatchHubTest, AListNobodyWatchesIsNotListed) {
