@@ -6,6 +6,17 @@ namespace dcm {
 
 using std::chrono::milliseconds;
 
+ScheduleOptions ScheduleOptionsOf(const HealthCheckConfig& h) {
+  ScheduleOptions s;
+  s.interval = h.interval;
+  s.base_backoff = h.base_backoff;
+  s.max_backoff = h.max_backoff;
+  s.failure_threshold = h.max_consecutive_failures;
+  s.success_threshold = h.success_threshold;
+  s.max_in_flight = static_cast<size_t>(h.max_in_flight);
+  return s;
+}
+
 ProbeScheduler::ProbeScheduler(ScheduleOptions options, uint64_t seed)
     : options_(options), random_(seed) {}
 

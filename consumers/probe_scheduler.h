@@ -26,6 +26,7 @@
 #include "events/health_events.h"
 #include "projections/health_state.h"
 #include "src/common/clock.h"
+#include "src/common/config.h"
 #include "src/common/health_check.h"
 
 namespace dcm {
@@ -39,6 +40,9 @@ struct ScheduleOptions {
   size_t max_in_flight = 4096;
   double jitter = 0.1;  // each delay is scaled by U(1 - jitter, 1 + jitter)
 };
+
+// The schedule of HEALTH_CHECK_* (providers and peers alike).
+ScheduleOptions ScheduleOptionsOf(const HealthCheckConfig& health);
 
 struct ProbeTarget {
   std::string id;

@@ -24,17 +24,6 @@ constexpr ProbeFailure kFailures[] = {
     ProbeFailure::kDns,        ProbeFailure::kTls,     ProbeFailure::kBlocked,
     ProbeFailure::kHttpStatus, ProbeFailure::kBadBody, ProbeFailure::kReportedUnhealthy};
 
-ScheduleOptions ScheduleOptionsOf(const HealthCheckConfig& h) {
-  ScheduleOptions s;
-  s.interval = h.interval;
-  s.base_backoff = h.base_backoff;
-  s.max_backoff = h.max_backoff;
-  s.failure_threshold = h.max_consecutive_failures;
-  s.success_threshold = h.success_threshold;
-  s.max_in_flight = static_cast<size_t>(h.max_in_flight);
-  return s;
-}
-
 }  // namespace
 
 Prober::Prober(ProberOptions options, const Store* store, const RegistryView* registry,

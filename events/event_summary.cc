@@ -130,8 +130,8 @@ std::string Millis(int64_t latency_us) {
   return ms < 10 ? fmt::format("{:.1f} ms", ms) : fmt::format("{:.0f} ms", ms);
 }
 
-std::string SummarizeHealthProbe(const CloudEvent& event) {
-  auto probe = DecodeHealthProbe(event);
+std::string SummarizeHealthProbe(const CloudEvent& event, const HealthSubject& subject) {
+  auto probe = DecodeHealthProbe(event, subject);
   if (!probe) return Undecodable(event, probe.error());
   const HealthProbe& p = *probe;
   if (p.failure == ProbeFailure::kNone) {
@@ -174,10 +174,13 @@ std::string TransitionReason(const std::string& reason) {
   return reason.empty() ? "" : ": " + Truncate(reason, kMaxReasonBytes);
 }
 
-std::string SummarizeHealthChange(const CloudEvent& event) {
-  auto change = DecodeHealthChange(event);
+std::string SummarizeHealthChange(const CloudEvent& event, const HealthSubject& subject) {
+  auto change = DecodeHealthChange(event, subject);
   if (!change) return Undecodable(event, change.error());
-  return fmt::format("health {} → {}{}", HealthStatusName(change->from),
+  const char* what = std::string_view(subject.changed_type) == event_type::kPeerHealthChanged
+                         ? "peer health"
+                         : "health";
+  return fmt::format("{} {} → {}{}", what, HealthStatusName(change->from),
                      HealthStatusName(change->to), TransitionReason(change->reason));
 }
 
@@ -410,8 +413,11 @@ std::string Summarize(const CloudEvent& event) {
   const std::string_view type = event.type;
   if (RequestKindOfType(type)) return SummarizeProviderRequest(event);
   if (IsProviderOutcomeType(type)) return SummarizeProviderOutcome(event);
-  if (type == event_type::kHealthProbed) return SummarizeHealthProbe(event);
-  if (type == event_type::kHealthChanged) return SummarizeHealthChange(event);
+  if (type == event_type::kHealthProbed) return SummarizeHealthProbe(event, kProviderHealth);
+  if (type == event_type::kHealthChanged) return SummarizeHealthChange(event, kProviderHealth);
+  if (type == event_type::kPeerHealthProbed)
+    return "peer " + SummarizeHealthProbe(event, kPeerHealth);
+  if (type == event_type::kPeerHealthChanged) return SummarizeHealthChange(event, kPeerHealth);
   if (type == event_type::kHeartbeatRecorded) return SummarizeHeartbeat(event);
   if (IsInstanceEventType(type)) return SummarizeInstanceEvent(event);
   if (type.starts_with(event_type::kStatusPrefix)) return SummarizeStatus(event);

@@ -160,12 +160,13 @@ std::optional<HealthStatus> ParseHealthStatus(std::string_view name) {
   return std::nullopt;
 }
 
-CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source) {
-  CloudEvent e = Envelope(event_type::kHealthProbed, p.probe_id, source, p.provider_id, p.time_ms,
-                          kHealthProbedSchemaVersion);
+CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source,
+                             const HealthSubject& subject) {
+  CloudEvent e = Envelope(subject.probed_type, p.probe_id, source, p.provider_id, p.time_ms,
+                          subject.probed_version);
   JsonWriter w;
   w.BeginObject();
-  w.Field("provider_id", p.provider_id);
+  w.Field(subject.id_member, p.provider_id);
   w.Field("seq", p.seq);
   w.Field("registration_seq", p.registration_seq);
   w.Field("url", p.url);
@@ -191,13 +192,13 @@ CloudEvent EncodeHealthProbe(const HealthProbe& p, const std::string& source) {
   return e;
 }
 
-Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
+Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event, const HealthSubject& subject) {
   std::string upcast;
-  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthProbed, upcast));
+  ASSIGN_OR_RETURN(auto data, ParseData(event, subject.probed_type, upcast));
   HealthProbe p;
   p.probe_id = event.id;
   ASSIGN_OR_RETURN(p.time_ms, EventTime(event));
-  ASSIGN_OR_RETURN(p.provider_id, RequiredString(data, "provider_id"));
+  ASSIGN_OR_RETURN(p.provider_id, RequiredString(data, subject.id_member));
   ASSIGN_OR_RETURN(p.seq, RequiredInt(data, "seq"));
   ASSIGN_OR_RETURN(p.registration_seq, RequiredInt(data, "registration_seq"));
   p.url = StringMember(data, "url");
@@ -237,15 +238,20 @@ Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event) {
   return p;
 }
 
-CloudEvent EncodeHealthChange(const HealthChange& c, const std::string& source) {
-  // Derived from the last probe's id, so a re-emitted change is recognisably the same event.
+CloudEvent EncodeHealthChange(const HealthChange& c, const std::string& source,
+                              const HealthSubject& subject) {
+  // Derived from the last probe's seq, so a re-emitted change is recognisably the same event
+  // (providers keep their historic name; peers' ids are their type's).
+  const std::string name = std::string_view(subject.changed_type) == event_type::kHealthChanged
+                               ? std::string("health_changed")
+                               : std::string(subject.changed_type);
   CloudEvent e =
-      Envelope(event_type::kHealthChanged,
-               DeterministicUuid("health_changed:" + c.provider_id + ":" + std::to_string(c.seq)),
-               source, c.provider_id, c.time_ms, kHealthChangedSchemaVersion);
+      Envelope(subject.changed_type,
+               DeterministicUuid(name + ":" + c.provider_id + ":" + std::to_string(c.seq)), source,
+               c.provider_id, c.time_ms, subject.changed_version);
   JsonWriter w;
   w.BeginObject();
-  w.Field("provider_id", c.provider_id);
+  w.Field(subject.id_member, c.provider_id);
   w.Field("from", HealthStatusName(c.from));
   w.Field("to", HealthStatusName(c.to));
   w.Field("reason", c.reason);
@@ -256,12 +262,12 @@ CloudEvent EncodeHealthChange(const HealthChange& c, const std::string& source) 
   return e;
 }
 
-Result<HealthChange> DecodeHealthChange(const CloudEvent& event) {
+Result<HealthChange> DecodeHealthChange(const CloudEvent& event, const HealthSubject& subject) {
   std::string upcast;
-  ASSIGN_OR_RETURN(auto data, ParseData(event, event_type::kHealthChanged, upcast));
+  ASSIGN_OR_RETURN(auto data, ParseData(event, subject.changed_type, upcast));
   HealthChange c;
   ASSIGN_OR_RETURN(c.time_ms, EventTime(event));
-  ASSIGN_OR_RETURN(c.provider_id, RequiredString(data, "provider_id"));
+  ASSIGN_OR_RETURN(c.provider_id, RequiredString(data, subject.id_member));
   auto from = ParseHealthStatus(StringMember(data, "from"));
   auto to = ParseHealthStatus(StringMember(data, "to"));
   if (!from || !to) return MakeError(ErrorCode::kCorruption, "from/to must be health statuses");

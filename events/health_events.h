@@ -27,6 +27,9 @@ namespace dcm {
 namespace event_type {
 inline constexpr char kHealthProbed[] = "dcm.provider.health_probed";
 inline constexpr char kHealthChanged[] = "dcm.provider.health_changed";
+// Peer enclaves (SPEC §10) are probed and folded like providers: same data, another subject.
+inline constexpr char kPeerHealthProbed[] = "dcm.peer.health_probed";
+inline constexpr char kPeerHealthChanged[] = "dcm.peer.health_changed";
 }  // namespace event_type
 
 // The `actor` of every health event (SPEC §6): probing is the control plane's own decision.
@@ -44,6 +47,27 @@ inline constexpr char kProberActor[] = "dcm/prober";
 //     suffix of that topic gives the live state. v2 data is v3 data without `state`.
 inline constexpr int kHealthProbedSchemaVersion = 3;
 inline constexpr int kHealthChangedSchemaVersion = 1;
+// Peer health events (SPEC §10) started at the providers' latest data: peer health_probed v1 is
+// provider health_probed v3 (with `state`) whose `provider_id` is called `peer_id`.
+inline constexpr int kPeerHealthProbedSchemaVersion = 1;
+inline constexpr int kPeerHealthChangedSchemaVersion = 1;
+
+// What a health event is about: providers (SPEC §3.2) or peer enclaves (SPEC §10). The data and
+// the fold are the same; the types, the name of the id member and the versions differ. A
+// HealthProbe's and HealthChange's `provider_id` holds the peer id for peers.
+struct HealthSubject {
+  const char* probed_type;
+  const char* changed_type;
+  const char* id_member;  // "provider_id" | "peer_id"
+  int probed_version;
+  int changed_version;
+};
+inline constexpr HealthSubject kProviderHealth{
+    event_type::kHealthProbed, event_type::kHealthChanged, "provider_id",
+    kHealthProbedSchemaVersion, kHealthChangedSchemaVersion};
+inline constexpr HealthSubject kPeerHealth{
+    event_type::kPeerHealthProbed, event_type::kPeerHealthChanged, "peer_id",
+    kPeerHealthProbedSchemaVersion, kPeerHealthChangedSchemaVersion};
 
 enum class HealthStatus { kPending, kReady, kUnhealthy, kUnavailable };
 // "Pending", "Ready", "Unhealthy", "Unavailable" (SPEC §3.2 spelling).
@@ -114,12 +138,16 @@ struct HealthChange {
 
 // `source` names the emitting prober instance. The probe's event id is `probe.probe_id`
 // (a fresh UUID when empty).
-CloudEvent EncodeHealthProbe(const HealthProbe& probe, const std::string& source);
-CloudEvent EncodeHealthChange(const HealthChange& change, const std::string& source);
+CloudEvent EncodeHealthProbe(const HealthProbe& probe, const std::string& source,
+                             const HealthSubject& subject = kProviderHealth);
+CloudEvent EncodeHealthChange(const HealthChange& change, const std::string& source,
+                              const HealthSubject& subject = kProviderHealth);
 // kCorruption for anything else or malformed data (dead-letter it). DecodeHealthProbe reads v1,
 // v2 and v3 alike: a v1 or v2 event decodes to the same HealthProbe as its v3 twin (no state).
-Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event);
-Result<HealthChange> DecodeHealthChange(const CloudEvent& event);
+Result<HealthProbe> DecodeHealthProbe(const CloudEvent& event,
+                                      const HealthSubject& subject = kProviderHealth);
+Result<HealthChange> DecodeHealthChange(const CloudEvent& event,
+                                        const HealthSubject& subject = kProviderHealth);
 
 // The upcast step health_probed v1 → v2 (registered in events/upcast.cc): `latency_ms` becomes
 // `latency_us` = round(latency_ms × 1000) in the same position; every other member is kept. A

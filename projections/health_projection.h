@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "events/health_events.h"
 #include "projections/decoded_cache.h"
 #include "projections/health_state.h"
 #include "projections/projection.h"
@@ -26,20 +27,44 @@
 
 namespace dcm {
 
+// Which records a HealthProjection keeps: the providers' (SPEC §3.2) or the peer enclaves'
+// (SPEC §10, consumers/peer_prober.h). Both fold the same probe data with the same state machine
+// from the same topics; each skips the other's events.
+struct HealthFold {
+  const char* name;    // Projection::Name()
+  const char* prefix;  // of its keys: <prefix><id> -> HealthRecord JSON
+  HealthSubject subject;
+  bool heartbeats;  // folds dcm.provider.heartbeat_recorded (providers only)
+};
+
 class HealthProjection final : public Projection {
  public:
   static constexpr char kName[] = "health";
   static constexpr char kPrefix[] = "hl/";
+  static constexpr char kPeerName[] = "peer-health";
+  static constexpr char kPeerPrefix[] = "pe/";
+  static constexpr HealthFold kProviders{kName, kPrefix, kProviderHealth, true};
+  static constexpr HealthFold kPeers{kPeerName, kPeerPrefix, kPeerHealth, false};
 
-  HealthProjection(Store* store, Metrics* metrics);
+  HealthProjection(Store* store, Metrics* metrics, const HealthFold& fold = kProviders);
 
-  std::string Name() const override { return kName; }
+  std::string Name() const override { return fold_.name; }
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
 
  private:
   // dcm.provider.heartbeat_recorded (SPEC §8): folded into the same record (FoldHeartbeat).
   Status ApplyHeartbeat(const CloudEvent& event, StoreBatch& batch);
+  Status ApplyProbe(const CloudEvent& event, StoreBatch& batch);
+  // Folds into the record of `id` (read through the batch and the cache); writes it when `fold`
+  // says it changed.
+  Status FoldRecord(const std::string& id, StoreBatch& batch,
+                    const std::function<bool(HealthRecord&)>& fold);
+  // Whether `type` is the other fold's (skipped): peer events for providers, and anything but
+  // peer events for peers.
+  bool Skips(std::string_view type) const;
+  std::string Key(std::string_view id) const;
 
+  HealthFold fold_;
   Store* store_;
   AppliedCounters applied_;
   // By provider id; ~1 KB per provider (the record twice: JSON and decoded).
@@ -54,13 +79,16 @@ bool HealthRecordExpires(std::string_view key, std::string_view value, int64_t c
 // Thread-safe (reads the Store only).
 class HealthView {
  public:
-  explicit HealthView(const Store* store) : store_(store) {}
+  // `prefix`: HealthProjection::kPrefix (providers) or kPeerPrefix (peers).
+  explicit HealthView(const Store* store, std::string prefix = HealthProjection::kPrefix)
+      : store_(store), prefix_(std::move(prefix)) {}
   Result<std::optional<HealthRecord>> Get(const std::string& provider_id) const;
   // Calls fn for every record, in provider id order, until it returns false.
   Status ForEach(const std::function<bool(const HealthRecord&)>& fn) const;
 
  private:
   const Store* store_;
+  std::string prefix_;
 };
 
 }  // namespace dcm

@@ -99,14 +99,6 @@ Result<SpecFilter> ReadSpec(const std::string& spec_json) {
   return filter;
 }
 
-// The provider's metadata.region_code, or "" (absent, not a string, metadata unparseable).
-std::string ProviderRegion(const Provider& provider) {
-  auto parsed = ParseJson(provider.spec.metadata);
-  simdjson::dom::object metadata;
-  if (!parsed || parsed->get(metadata)) return "";
-  return StringMember(metadata, "region_code");
-}
-
 bool NameAllowed(const SpecFilter& filter, const std::string& name) {
   if (filter.provider_name && *filter.provider_name != name) return false;
   if (filter.provider_names &&
@@ -160,6 +152,13 @@ std::string NotReadyList(std::vector<const PlacementCandidate*> matching) {
 }
 
 }  // namespace
+
+std::string ProviderRegion(const Provider& provider) {
+  auto parsed = ParseJson(provider.spec.metadata);
+  simdjson::dom::object metadata;
+  if (!parsed || parsed->get(metadata)) return "";
+  return StringMember(metadata, "region_code");
+}
 
 PlacementChoice ChooseProvider(const std::string& spec_json,
                                const std::vector<PlacementCandidate>& candidates) {

@@ -24,6 +24,9 @@
 
 namespace dcm {
 
+// The provider's metadata.region_code, or "" (absent, not a string, metadata unparseable).
+std::string ProviderRegion(const Provider& provider);
+
 struct PlacementCandidate {
   Provider provider;
   HealthStatus health = HealthStatus::kPending;  // effective (EffectiveHealthStatus)

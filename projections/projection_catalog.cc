@@ -33,6 +33,22 @@ ProjectionEntry FederationEntry(const Topics& topics) {
           .expires = nullptr};
 }
 
+// Providers' or peers' health (HealthProjection::kProviders, kPeers): transitions (and the
+// probes of builds before issue #13) on dcm.health, probes on the probes topic.
+ProjectionEntry HealthEntry(const Topics& topics, const HealthFold& fold, double fold_cost,
+                            bool as_of) {
+  return {.name = fold.name,
+          .prefix = fold.prefix,
+          .topics = {topics.Health(), topics.HealthProbes()},
+          .fold_cost = fold_cost,
+          .as_of = as_of,
+          .make =
+              [fold](const ProjectionDeps& d) {
+                return std::make_unique<HealthProjection>(d.store, d.metrics, fold);
+              },
+          .expires = &HealthRecordExpires};
+}
+
 }  // namespace
 
 std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
@@ -50,17 +66,9 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
              return std::make_unique<RegistryProjection>(d.store, d.provider_waiters, d.metrics);
            },
        .expires = nullptr},
-      {.name = HealthProjection::kName,
-       .prefix = HealthProjection::kPrefix,
-       // Transitions (and pre-upgrade probes) on dcm.health, probes on the probes topic.
-       .topics = {topics.Health(), topics.HealthProbes()},
-       .fold_cost = 1,
-       .as_of = true,
-       .make =
-           [](const ProjectionDeps& d) {
-             return std::make_unique<HealthProjection>(d.store, d.metrics);
-           },
-       .expires = &HealthRecordExpires},
+      HealthEntry(topics, HealthProjection::kProviders, /*fold_cost=*/1, /*as_of=*/true),
+      // Peer enclaves (SPEC §10): not rendered by any past answer.
+      HealthEntry(topics, HealthProjection::kPeers, /*fold_cost=*/0.2, /*as_of=*/false),
       {.name = InstanceProjection::kName,
        .prefix = InstanceProjection::kPrefix,
        .topics = {topics.Instances()},

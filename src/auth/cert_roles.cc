@@ -26,7 +26,7 @@ Result<uint32_t> ParseRoleList(std::string_view list, const std::string& subject
     const uint32_t role = RoleFromName(name);
     if (role == kRoleNone) {
       return Invalid("unknown role '" + Printable(name) + "' for subject '" + subject +
-                     "' (known: dcm-reader, dcm-provider, dcm-user, dcm-admin)");
+                     "' (known: dcm-reader, dcm-provider, dcm-user, dcm-admin, dcm-peer)");
     }
     roles |= role;
   }

@@ -61,6 +61,11 @@ struct ServeFlags {
   std::string heavy_read_timeout = "10s";
   std::string watch_settle = "250ms";  // SPEC §9
   std::string watch_stall_timeout = "10s";
+  // SPEC §10.
+  std::string federation_peers;
+  std::string federation_export;
+  std::string federation_price = "0 EUR/hour";
+  std::string federation_flavor_ttl = "30s";
 };
 
 // Consumer long-poll on the embedded mock, in ms (see ResolveFlags).
@@ -100,12 +105,24 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
                    "--heavy-read-timeout"},
         std::tuple{&flags.watch_settle, &config.limits.watch_settle, "--watch-settle"},
         std::tuple{&flags.watch_stall_timeout, &config.limits.watch_stall_timeout,
-                   "--watch-stall-timeout"}}) {
+                   "--watch-stall-timeout"},
+        std::tuple{&flags.federation_flavor_ttl, &config.federation.flavor_ttl,
+                   "FEDERATION_FLAVOR_TTL"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed)
       return MakeError(parsed.error().code, std::string(name) + ": " + parsed.error().message);
     *out = *parsed;
   }
+  return OkStatus();
+}
+
+// SPEC §10: the enclave id (default: the host name), the peers and the offer.
+Status ResolveFederation(const ServeFlags& flags, FederationConfig& federation) {
+  federation.enclave_id = ResolveEnclaveId(federation.enclave_id);
+  ASSIGN_OR_RETURN(federation.peers,
+                   ParseFederationPeers(flags.federation_peers, federation.enclave_id));
+  federation.export_service_types = SplitList(flags.federation_export);
+  ASSIGN_OR_RETURN(federation.price, ParseFederationPrice(flags.federation_price));
   return OkStatus();
 }
 
@@ -119,6 +136,7 @@ Result<ServeSettings> ResolveFlags(const ServeFlags& flags) {
   config.outbound.allow_cidrs = SplitList(flags.outbound_allow);
   config.outbound.deny_cidrs = SplitList(flags.outbound_deny);
   RETURN_IF_ERROR(ParseDurations(flags, settings));
+  RETURN_IF_ERROR(ResolveFederation(flags, config.federation));
   ASSIGN_OR_RETURN(config.health_events_retention,
                    ParseHealthEventsRetention(flags.health_events_retention));
   RETURN_IF_ERROR(ValidateConfig(config));
@@ -486,6 +504,28 @@ void RegisterInstanceFlags(CLI::App* cmd, ServeFlags& flags) {
       ->group("");  // hidden
 }
 
+// Federation across enclaves (SPEC §10).
+void RegisterFederationFlags(CLI::App* cmd, ServeFlags& flags) {
+  cmd->add_option("--enclave-id", flags.config.federation.enclave_id,
+                  "This enclave's id, as peers know it (default: the host name)")
+      ->envname("DCM_ENCLAVE_ID");
+  cmd->add_option("--federation-peers", flags.federation_peers,
+                  "Peer enclaves id=url,... (probed; operator-configured, so not filtered by the "
+                  "outbound policy)")
+      ->envname("FEDERATION_PEERS");
+  cmd->add_option("--federation-export-service-types", flags.federation_export,
+                  "Service types offered to peers as flavours, comma-separated (default none)")
+      ->envname("FEDERATION_EXPORT_SERVICE_TYPES");
+  cmd->add_option("--federation-price", flags.federation_price,
+                  "Price on every flavour: '<amount> <currency>/<period>'")
+      ->envname("FEDERATION_PRICE")
+      ->capture_default_str();
+  cmd->add_option("--federation-flavor-ttl", flags.federation_flavor_ttl,
+                  "A listed flavour is valid this long (expires_at)")
+      ->envname("FEDERATION_FLAVOR_TTL")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void RegisterServeCommand(CLI::App& app, int* exit_code) {
@@ -498,6 +538,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   RegisterTrustBoundaryFlags(cmd, *flags);
   RegisterLimitFlags(cmd, *flags);
   RegisterFaultFlags(cmd, *flags);
+  RegisterFederationFlags(cmd, *flags);
   cmd->add_option("--log-level", flags->config.log_level, "debug, info, warn or error")
       ->envname("DCM_LOG_LEVEL")
       ->capture_default_str();

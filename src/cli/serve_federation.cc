@@ -1,7 +1,92 @@
-// SPEC §10, provider side: the federation decider's wiring into `dcm serve` (serve_parts.h).
+// The federation parts of `dcm serve` (SPEC §10): the context the peer API and /peers read, the
+// peer prober (consumers/peer_prober.h), and the provider side's decider (not wired yet).
+#include "consumers/topic_admin.h"
 #include "src/cli/serve_parts.h"
+#include "src/common/log.h"
 
 namespace dcm::cli {
+namespace {
+
+// Whether every /readyz check passes: what GET /federation/v1alpha1/health tells peers.
+std::function<bool()> AllReady(const Components* components) {
+  return [components] {
+    for (const auto& check : components->Checks()) {
+      if (!check.ready()) return false;
+    }
+    return true;
+  };
+}
+
+void AddFederationContext(ServeParts& parts) {
+  const FederationConfig& f = parts.config.federation;
+  auto ctx = std::make_unique<http::FederationContext>();
+  ctx->flavors = FlavorOptions{f.enclave_id, f.export_service_types, f.price, f.flavor_ttl};
+  ctx->peers = f.peers;
+  ctx->registry = &parts.views->registry;
+  ctx->health = &parts.views->health;
+  ctx->instances = &parts.views->instances;
+  ctx->peer_health = &parts.views->peer_health;
+  ctx->clock = &SystemClock::Instance();
+  ctx->ready = AllReady(&parts.components);
+  parts.federation = std::move(ctx);
+}
+
+// Peers are operator-configured (SPEC §6): no outbound filter; TLS verified as for SPs, with the
+// SP client certificate (if any) presented to peers too.
+Status AddPeerProbeClient(ServeParts& parts) {
+  http::ProbeClientOptions options;
+  options.tls = parts.trust->sp_tls();
+  options.max_idle_connections = parts.config.federation.peers.size();
+  ASSIGN_OR_RETURN(parts.peer_probe_client, http::ProbeClient::Create(options));
+  parts.components.Add(
+      {.name = "peer-probe-client", .stop = [c = parts.peer_probe_client.get()] { c->Stop(); }});
+  return OkStatus();
+}
+
+}  // namespace
+
+Status AddFederation(ServeParts& parts) {
+  const Config& config = parts.config;
+  AddFederationContext(parts);
+  Logger("serve")->info("msg=\"federation\" enclave_id={} peers={} exported_service_types={}",
+                        config.federation.enclave_id, config.federation.peers.size(),
+                        config.federation.export_service_types.size());
+  if (config.federation.peers.empty() || !parts.prober) return OkStatus();
+  RETURN_IF_ERROR(AddPeerProbeClient(parts));
+  PeerProberOptions options;
+  options.peers = config.federation.peers;
+  options.health_topic = config.topics.Health();
+  options.probes_topic = config.topics.HealthProbes();
+  options.source = "dcm/peer-prober/" + config.instance_id;
+  options.health = config.health;
+  ASSIGN_OR_RETURN(options.partitions, TopicPartitionCount(parts.health_producer->handle(),
+                                                           options.health_topic, 10000));
+  options.owned_partitions = [p = parts.prober.get()] { return p->OwnedPartitions(); };
+  options.emit = [producer = parts.health_producer.get(), n = options.partitions](
+                     const std::string& topic, const CloudEvent& event) {
+    producer->Produce(
+        topic, event.subject, EncodeCloudEvent(event), {},
+        [](Result<KafkaPosition> delivered) {
+          if (!delivered) {
+            Logger("peer-prober")
+                ->warn("msg=\"peer health event not delivered\" error=\"{}\"",
+                       delivered.error().message);
+          }
+        },
+        KeyPartition(event.subject, n));
+  };
+  parts.peer_prober = std::make_unique<PeerProber>(std::move(options), &parts.views->peer_health,
+                                                   parts.peer_probe_client.get(), &parts.metrics,
+                                                   &SystemClock::Instance());
+  parts.components.Add({.name = "peer-prober",
+                        .start =
+                            [p = parts.peer_prober.get()] {
+                              p->Start();
+                              return OkStatus();
+                            },
+                        .stop = [p = parts.peer_prober.get()] { p->Stop(); }});
+  return OkStatus();
+}
 
 void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapacity capacity) {
   const Config& config = parts.config;

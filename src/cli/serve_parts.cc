@@ -432,6 +432,7 @@ http::ApiContext BuildApi(const ServeParts& parts) {
   api.consistency = parts.consistent_reads.get();
   api.heavy_reads = parts.heavy_reads.get();
   api.watches = parts.watch_hub.get();
+  api.federation = parts.federation.get();
   if (parts.prober) {
     api.heartbeat = [p = parts.prober.get()](const Provider& provider, BeatResult result) {
       return p->Beat(provider, result);
@@ -544,6 +545,7 @@ Status BuildServeParts(ServeParts& parts) {
   AddInstanceWorker(parts);
   AddRegistrar(parts);
   AddProber(parts);
+  RETURN_IF_ERROR(AddFederation(parts));
   AddWatchHub(parts);
   AddReadBarrier(parts);
   AddKafkaMonitor(parts);

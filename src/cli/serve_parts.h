@@ -9,6 +9,7 @@
 //   instance worker (policy, SP calls, cleanup) (--instance-worker)
 //   registrar
 //   prober                                      (--health-check)
+//   federation: context, peer probe client + peer prober (SPEC §10; serve_federation.cc)
 //   read barrier (consistent reads: waiting reads run on its thread)
 //   Kafka monitor (the /readyz check `kafka`; writes answer 503 while Kafka is stalled)
 //   command buses (provider and instance writes)
@@ -34,6 +35,7 @@
 #include "consumers/instance_worker.h"
 #include "consumers/kafka_monitor.h"
 #include "consumers/mock_cluster.h"
+#include "consumers/peer_prober.h"
 #include "consumers/prober.h"
 #include "consumers/projection_runner.h"
 #include "consumers/provider_loss.h"
@@ -51,6 +53,7 @@
 #include "src/common/config.h"
 #include "src/common/metrics.h"
 #include "src/http/consistent_reads.h"
+#include "src/http/federation_handlers.h"
 #include "src/http/heavy_reads.h"
 #include "src/http/ops_handlers.h"
 #include "src/http/placement_clients.h"
@@ -75,9 +78,15 @@ struct ServeSettings {
 
 // The read side every consumer and handler queries, over the one store.
 struct Views {
-  explicit Views(Store* store) : registry(store), health(store), instances(store), audit(store) {}
+  explicit Views(Store* store)
+      : registry(store),
+        health(store),
+        peer_health(store, HealthProjection::kPeerPrefix),
+        instances(store),
+        audit(store) {}
   RegistryView registry;
   HealthView health;
+  HealthView peer_health;  // SPEC §10: the peer enclaves' records
   InstanceView instances;
   AuditView audit;
 };
@@ -112,6 +121,11 @@ struct ServeParts {
   std::unique_ptr<FederationWorker> federation_worker;  // null unless AddFederationDecider ran
   std::unique_ptr<Prober> prober;
   std::unique_ptr<ProviderLoss> provider_loss;
+  // Federation (SPEC §10, src/cli/serve_federation.cc): what the peer API reads, and the peers'
+  // prober (with its own unfiltered probe client: peers are operator-configured).
+  std::unique_ptr<http::FederationContext> federation;
+  std::unique_ptr<http::ProbeClient> peer_probe_client;
+  std::unique_ptr<PeerProber> peer_prober;
   std::unique_ptr<ReadBarrier> read_barrier;  // SPEC §7: what reads wait for
   std::unique_ptr<http::ConsistentReads> consistent_reads;
   std::unique_ptr<KafkaMonitor> kafka_monitor;
@@ -138,6 +152,11 @@ Status BuildServeParts(ServeParts& parts);
 // this enclave exports flavours (an enclave id and FEDERATION_EXPORT_SERVICE_TYPES are set):
 // `capacity` is the flavour derivation's instances available before holds and contracts.
 void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapacity capacity);
+
+// Federation (SPEC §10): the federation context and, with peers and --health-check, the peer
+// prober, which probes the peers whose dcm.health partition the prober group gave this instance
+// (src/cli/serve_federation.cc). After the prober, before the HTTP server.
+Status AddFederation(ServeParts& parts);
 
 // /healthz, /readyz, /metrics, /admin/info and /admin/projections over the parts
 // (src/cli/serve_ops.cc).

@@ -126,6 +126,10 @@ void RegisterSpSimCommand(CLI::App& app) {
                   "Comma-separated metadata.region_code values, assigned round robin")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--max-instances", o.max_instances,
+                  "metadata.resources.max_instances of every provider (0: not declared)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_flag("--no-register", flags->no_register, "Serve only; do not register with DCM");
   cmd->add_option("--api-prefix", o.api_prefix, "DCM API base path")->capture_default_str();
   o.version = DCM_VERSION;

@@ -184,6 +184,7 @@ Status ValidateConfig(const Config& c) {
                          i.policy_manager_url + "'");
   }
   RETURN_IF_ERROR(ValidateTrustBoundary(c));
+  RETURN_IF_ERROR(ValidateFederationConfig(c.federation, c.service_types));
   if (c.topics.prefix.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "--topic-prefix must not be empty");
   }

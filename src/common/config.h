@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/common/federation_config.h"
 #include "src/common/result.h"
 
 namespace dcm {
@@ -256,6 +257,8 @@ struct Config {
   ApiTlsConfig tls;
   OutboundConfig outbound;
   LimitsConfig limits;
+  // Enclave identity, peers and what is offered to them (SPEC §10).
+  FederationConfig federation;
 
   // Whether callers must authenticate (SPEC §6): any auth setting turns it on, also in --dev.
   bool AuthConfigured() const {

@@ -15,12 +15,19 @@ enum Role : uint32_t {
   kRoleProvider = 1u << 1,  // dcm-provider: register; change only the providers it owns
   kRoleUser = 1u << 2,      // dcm-user: catalog item instances and resources
   kRoleAdmin = 1u << 3,     // dcm-admin: everything
+  // dcm-peer (SPEC §10): another enclave. Only /federation/v1alpha1/*, and nothing else: it is
+  // not one of the roles of kRoleAnyApi, so a peer certificate cannot call /api/v1alpha1/*.
+  kRolePeer = 1u << 4,
 };
+
+// The roles that may read the API (/api/v1alpha1/*): every role but dcm-peer.
+inline constexpr uint32_t kRoleAnyApi = kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin;
 
 inline constexpr std::string_view kRoleReaderName = "dcm-reader";
 inline constexpr std::string_view kRoleProviderName = "dcm-provider";
 inline constexpr std::string_view kRoleUserName = "dcm-user";
 inline constexpr std::string_view kRoleAdminName = "dcm-admin";
+inline constexpr std::string_view kRolePeerName = "dcm-peer";
 
 // The role bit a role name stands for; kRoleNone for names that are not ours.
 inline uint32_t RoleFromName(std::string_view name) {
@@ -28,6 +35,7 @@ inline uint32_t RoleFromName(std::string_view name) {
   if (name == kRoleProviderName) return kRoleProvider;
   if (name == kRoleUserName) return kRoleUser;
   if (name == kRoleAdminName) return kRoleAdmin;
+  if (name == kRolePeerName) return kRolePeer;
   return kRoleNone;
 }
 

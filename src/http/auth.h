@@ -30,13 +30,15 @@ namespace dcm::http {
 enum class Access {
   kOpen,            // /healthz, /readyz: no credentials needed
   kMetrics,         // /metrics: like kRead, or open with METRICS_PUBLIC=true
-  kRead,            // any GET: any of dcm-reader, dcm-provider, dcm-user, dcm-admin
+  kRead,            // any GET: any of dcm-reader, dcm-provider, dcm-user, dcm-admin (not
+                    // dcm-peer: peers call only /federation/v1alpha1/*)
   kRegister,        // POST /providers: dcm-provider or dcm-admin (a re-registration of a
                     // provider it does not own is refused by the registrar)
   kOwnProvider,     // change provider {id}: dcm-admin, or dcm-provider owning it
   kDeleteProvider,  // kOwnProvider; with ?force=true only dcm-admin
   kInstances,       // catalog item instances and resources: dcm-user or dcm-admin
   kAdmin,           // service-type instances, cleanup :retry, /admin/*: dcm-admin
+  kPeer,            // /federation/v1alpha1/* (SPEC §10): dcm-peer only (not even dcm-admin)
 };
 
 struct AccessContext {

@@ -32,7 +32,8 @@ HttpResponse NotCaughtUp(std::chrono::milliseconds read_wait) {
 
 ReadServedBy ReadServedByRoute(std::string_view pattern, bool as_of) {
   if (as_of || pattern == "/events" || pattern.ends_with("/history")) return ReadServedBy::kAudit;
-  if (pattern == "/service-types") return ReadServedBy::kNothing;
+  // The peers' health is the prober's, never this caller's write: nothing to wait for.
+  if (pattern == "/service-types" || pattern == "/peers") return ReadServedBy::kNothing;
   if (pattern.starts_with("/providers")) return ReadServedBy::kProviders;
   return ReadServedBy::kInstances;
 }

@@ -29,7 +29,8 @@ class HeavyReads;  // heavy_reads.h
 inline constexpr char kApiBase[] = "/api/v1alpha1";
 inline constexpr char kApiAlias[] = "/api/v1";
 
-class WatchHub;  // watch_hub.h
+class WatchHub;            // watch_hub.h
+struct FederationContext;  // federation_handlers.h
 
 struct ApiContext {
   const RegistryView* registry = nullptr;
@@ -61,6 +62,8 @@ struct ApiContext {
   std::function<Result<HealthRecord>(const Provider&, BeatResult)> heartbeat = nullptr;
   // Watch streams (SPEC §9, watch_hub.h); null: `?watch=true` answers 404.
   WatchHub* watches = nullptr;
+  // Federation (SPEC §10): /federation/v1alpha1/* and /api/v1alpha1/peers; null: 404.
+  const FederationContext* federation = nullptr;
 };
 
 // The provider's health record, or nullopt (never probed, or no health view). A read error

@@ -11,6 +11,7 @@
 #include "src/common/reply_summary.h"
 #include "src/http/audit_handlers.h"
 #include "src/http/consistent_reads.h"
+#include "src/http/federation_handlers.h"
 #include "src/http/handler_util.h"
 #include "src/http/heavy_reads.h"
 #include "src/http/instance_handlers.h"
@@ -35,6 +36,7 @@ struct Route {
   std::string_view pattern;  // "{id}" stands for one non-empty path segment (or its prefix)
   bool api;                  // under the API base path
   bool instances;            // needs the instance view (without it the path is unknown: 404)
+                             // or, for federation routes, the federation context
   Access access;
   RouteFn fn;
   HeavyFn heavy = nullptr;  // null: never heavy
@@ -201,6 +203,19 @@ constexpr Route kRoutes[] = {
      [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
        RetryCleanup(q, id, c.api, std::move(r));
      }},
+    // Federation (SPEC §10): the configured peers (API), and the peer API (dcm-peer only).
+    {"GET", "/peers", true, true, Access::kRead,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       ListPeers(*c.api.federation, std::move(r));
+     }},
+    {"GET", "/federation/v1alpha1/flavors", false, true, Access::kPeer,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ListFlavors(q, *c.api.federation, std::move(r));
+     }, Always},
+    {"GET", "/federation/v1alpha1/health", false, true, Access::kOpen,
+     [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
+       FederationHealth(*c.api.federation, std::move(r));
+     }},
 };
 // clang-format on
 
@@ -246,15 +261,13 @@ HttpResponse MethodNotAllowed(const std::string& allow) {
   return r;
 }
 
-constexpr uint32_t kAnyRole = kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin;
-
 uint32_t RolesFor(Access access, bool force) {
   switch (access) {
     case Access::kOpen:
       return ~0u;
     case Access::kMetrics:
     case Access::kRead:
-      return kAnyRole;
+      return kRoleAnyApi;
     case Access::kRegister:
     case Access::kOwnProvider:
       return kRoleProvider | kRoleAdmin;
@@ -264,6 +277,8 @@ uint32_t RolesFor(Access access, bool force) {
       return kRoleUser | kRoleAdmin;
     case Access::kAdmin:
       return kRoleAdmin;
+    case Access::kPeer:
+      return kRolePeer;
   }
   return kRoleAdmin;
 }
@@ -272,7 +287,8 @@ std::string DescribeRoles(uint32_t roles) {
   std::vector<std::string_view> names;
   for (auto [bit, name] :
        {std::pair{kRoleReader, kRoleReaderName}, std::pair{kRoleProvider, kRoleProviderName},
-        std::pair{kRoleUser, kRoleUserName}, std::pair{kRoleAdmin, kRoleAdminName}}) {
+        std::pair{kRoleUser, kRoleUserName}, std::pair{kRoleAdmin, kRoleAdminName},
+        std::pair{kRolePeer, kRolePeerName}}) {
     if ((roles & bit) != 0) names.push_back(name);
   }
   if (names.size() == 1) return "the role " + std::string(names.front());
@@ -374,8 +390,15 @@ class Router {
         respond);
   }
 
-  // Whether this router serves `r` at all (instance routes need the instance view).
-  bool Serves(const Route& r) const { return !r.instances || c_.api.instances != nullptr; }
+  // Whether this router serves `r` at all (instance routes need the instance view, federation
+  // routes the federation context).
+  bool Serves(const Route& r) const {
+    if (!r.instances) return true;
+    return IsFederationRoute(r) ? c_.api.federation != nullptr : c_.api.instances != nullptr;
+  }
+  static bool IsFederationRoute(const Route& r) {
+    return r.pattern == "/peers" || r.pattern.starts_with(kFederationBase);
+  }
 
   // The Allow header of a 405: the methods of `pattern` (only built when answering one).
   std::string AllowedMethods(std::string_view pattern,
@@ -473,7 +496,7 @@ class Router {
 
 Principal AnonymousPrincipal() {
   return Principal{Principal::Via::kDisabled, std::string(kAnonymousActor),
-                   kRoleReader | kRoleProvider | kRoleUser | kRoleAdmin};
+                   kRoleAnyApi | kRolePeer};
 }
 
 std::vector<RouteInfo> RouteTable() {

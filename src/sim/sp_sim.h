@@ -163,6 +163,9 @@ struct SpSimOptions {
   std::string control_listen = "127.0.0.1:0";
   // Provider i gets region_codes[i % size]; its zone is the region plus a, b or c.
   std::vector<std::string> region_codes{"eu-west-1", "us-east-1"};
+  // metadata.resources.max_instances of every provider (the capacity flavours offer, SPEC §10);
+  // 0: not declared (unlimited).
+  int64_t max_instances = 0;
   // false: serve only (registration state kDisabled).
   bool register_with_dcm = true;
   // DCM API base path (SPEC §3: /api/v1alpha1).

@@ -42,6 +42,12 @@ std::string SpSim::Impl::RegistrationBody(const Provider& p) const {
   w.BeginObject();
   w.Field("region_code", *p.region_code);
   w.Field("zone", p.zone());
+  if (options.max_instances > 0) {
+    w.Key("resources");
+    w.BeginObject();
+    w.Field("max_instances", options.max_instances);
+    w.EndObject();
+  }
   w.EndObject();
   if (heartbeat) w.Field("liveness", options.liveness);  // heartbeat or both
   w.EndObject();

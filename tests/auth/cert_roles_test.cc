@@ -24,6 +24,13 @@ TEST(CertRolesTest, ParsesSubjectsAndRoles) {
   EXPECT_EQ(*roles, expected);
 }
 
+// SPEC §10: a peer enclave's certificate subject maps to dcm-peer.
+TEST(CertRolesTest, MapsAPeerEnclaveToDcmPeer) {
+  auto roles = ParseCertRoles("dcm-enclave://enclave-a=dcm-peer");
+  ASSERT_TRUE(roles.has_value()) << roles.error().message;
+  EXPECT_EQ(*roles, (CertRoles{{"dcm-enclave://enclave-a", kRolePeer}}));
+}
+
 TEST(CertRolesTest, EmptyTextHasNoSubjects) {
   auto roles = ParseCertRoles("  ");
   ASSERT_TRUE(roles.has_value());
@@ -33,7 +40,7 @@ TEST(CertRolesTest, EmptyTextHasNoSubjects) {
 TEST(CertRolesTest, RefusesMalformedItemsNamingThem) {
   EXPECT_EQ(Error("sp-1=dcm-superuser"),
             "AUTH_CERT_ROLES: unknown role 'dcm-superuser' for subject 'sp-1' (known: "
-            "dcm-reader, dcm-provider, dcm-user, dcm-admin)");
+            "dcm-reader, dcm-provider, dcm-user, dcm-admin, dcm-peer)");
   EXPECT_EQ(Error("sp-1"), "AUTH_CERT_ROLES: 'sp-1' is not subject=role,role");
   EXPECT_EQ(Error(" =dcm-reader"), "AUTH_CERT_ROLES: '=dcm-reader' has an empty subject");
   EXPECT_EQ(Error("sp-1= , "), "AUTH_CERT_ROLES: subject 'sp-1' has no role");

@@ -17,7 +17,8 @@ from harness import API, DCM_BIN, Cluster, SpSim, main, wait_until
 
 FAST = ["--health-check-interval", "300ms", "--health-check-timeout", "2s",
         "--cleanup-interval", "1s", "--sp-timeout", "3s"]
-PROJECTIONS = ["registry", "health", "instances", "sp-status", "federation", "audit"]
+PROJECTIONS = ["registry", "health", "peer-health", "instances", "sp-status", "federation",
+               "audit"]
 
 
 class ProjectionsTest(unittest.TestCase):

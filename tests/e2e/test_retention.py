@@ -22,7 +22,7 @@ FAST = ["--health-check-interval", "300ms", "--health-check-timeout", "2s",
         "--health-check-base-backoff-interval", "300ms",
         "--health-check-max-backoff-interval", "600ms"]
 ENV = {"HEALTH_EVENTS_RETENTION": f"{WINDOW_S}s"}
-PROJECTIONS = ["registry", "health", "instances", "sp-status", "audit"]
+PROJECTIONS = ["registry", "health", "peer-health", "instances", "sp-status", "audit"]
 # A sweep runs every window / 10 (here 1 s, the minimum) after a commit: entries may outlive the
 # window by that much, plus the ms between the probe's time and its commit.
 SLACK_MS = 2500

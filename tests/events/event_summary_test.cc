@@ -86,6 +86,9 @@ TEST(EventSummaryTest, GoldenSummariesReadAsDocumented) {
       {"dcm.provider.heartbeat_recorded.v1.forwarded.json",
        "heartbeat reported unhealthy (1 beat, forwarded)"},
       {"dcm.provider.heartbeat_recorded.v1.both.json", "heartbeat expired: no beat for 12000 ms"},
+      {"dcm.peer.health_changed.v1.json",
+       "peer health Ready → Unavailable after 3 failures (connect)"},
+      {"dcm.peer.health_probed.v1.json", "peer probe failed: connect (connection refused)"},
   };
   for (const auto& [file, summary] : expected) {
     EXPECT_EQ(SummarizeEvent(LoadGolden(file)), summary) << file;

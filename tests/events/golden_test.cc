@@ -71,6 +71,8 @@ bool IsStatusType(std::string_view type) { return type.starts_with(event_type::k
 int CurrentSchemaVersion(std::string_view type) {
   if (type == event_type::kHealthProbed) return kHealthProbedSchemaVersion;
   if (type == event_type::kHealthChanged) return kHealthChangedSchemaVersion;
+  if (type == event_type::kPeerHealthProbed) return kPeerHealthProbedSchemaVersion;
+  if (type == event_type::kPeerHealthChanged) return kPeerHealthChangedSchemaVersion;
   if (type == event_type::kHeartbeatRecorded) return kHeartbeatRecordedSchemaVersion;
   if (IsInstanceEventType(type)) return kInstanceEventSchemaVersion;
   if (IsStatusType(type)) return kSpStatusEventSchemaVersion;
@@ -109,25 +111,26 @@ CloudEvent ReEncode(const CloudEvent& event) {
     }
     return again;
   }
-  if (event.type == event_type::kHealthProbed) {
-    auto probe = DecodeHealthProbe(event);
+  const HealthSubject& health = event.type.starts_with("dcm.peer.") ? kPeerHealth : kProviderHealth;
+  if (event.type == health.probed_type) {
+    auto probe = DecodeHealthProbe(event, health);
     EXPECT_TRUE(probe.has_value()) << probe.error().message;
     if (!probe) return {};
     EXPECT_EQ(probe->time_ms, *time_ms);
-    CloudEvent again = EncodeHealthProbe(*probe, event.source);
-    auto probe_again = DecodeHealthProbe(again);
+    CloudEvent again = EncodeHealthProbe(*probe, event.source, health);
+    auto probe_again = DecodeHealthProbe(again, health);
     EXPECT_TRUE(probe_again.has_value());
     if (probe_again) {
       EXPECT_EQ(*probe_again, *probe);
     }
     return again;
   }
-  if (event.type == event_type::kHealthChanged) {
-    auto change = DecodeHealthChange(event);
+  if (event.type == health.changed_type) {
+    auto change = DecodeHealthChange(event, health);
     EXPECT_TRUE(change.has_value()) << change.error().message;
     if (!change) return {};
-    CloudEvent again = EncodeHealthChange(*change, event.source);
-    auto change_again = DecodeHealthChange(again);
+    CloudEvent again = EncodeHealthChange(*change, event.source, health);
+    auto change_again = DecodeHealthChange(again, health);
     EXPECT_TRUE(change_again.has_value());
     if (change_again) {
       EXPECT_EQ(*change_again, *change);
@@ -345,7 +348,8 @@ TEST(GoldenTest, EveryProviderEventTypeHasAGolden) {
         event_type::kIdChangeRequested, event_type::kDeletionRequested,
         event_type::kExpiryRequested, event_type::kRegistered, event_type::kUpdated,
         event_type::kIdChanged, event_type::kDeleted, event_type::kExpired, event_type::kRejected,
-        event_type::kHealthProbed, event_type::kHealthChanged, event_type::kHeartbeatRecorded}) {
+        event_type::kHealthProbed, event_type::kHealthChanged, event_type::kHeartbeatRecorded,
+        event_type::kPeerHealthProbed, event_type::kPeerHealthChanged}) {
     EXPECT_TRUE(covered.count(type)) << "no golden for " << type;
   }
 }

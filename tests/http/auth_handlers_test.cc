@@ -12,6 +12,7 @@
 
 #include "projections/instance_projection.h"
 #include "src/http/auth.h"
+#include "src/http/federation_handlers.h"
 #include "tests/http/handlers_fixture.h"
 
 namespace dcm::http {
@@ -55,13 +56,21 @@ class AuthorizationTest : public HandlersTest {
     auth_.Add("root", kRoleAdmin);
     auth_.Add("nobody", kRoleNone);
     auth_.AddCertificate("spiffe://dcm.test/ops", kRoleAdmin);
+    auth_.Add("enclave-a", kRolePeer);
+    auth_.AddCertificate("dcm-enclave://enclave-a", kRolePeer);
     instance_view_ = std::make_unique<InstanceView>(store_.get());
+    federation_.registry = view_.get();
+    federation_.health = health_view_.get();
+    federation_.instances = instance_view_.get();
+    federation_.clock = &clock_;
+    federation_.flavors.enclave_id = "enclave-b";
     Rebuild(false);
   }
 
   void Rebuild(bool metrics_public) {
     ApiContext api = Api();
     api.instances = instance_view_.get();  // no instance bus: allowed instance writes answer 503
+    api.federation = &federation_;
     router_ = MakeRouter(api, ops_, AccessContext{&auth_, metrics_public, &metrics_});
   }
 
@@ -83,6 +92,7 @@ class AuthorizationTest : public HandlersTest {
   }
 
   FakeAuthenticator auth_;
+  FederationContext federation_;
   std::unique_ptr<InstanceView> instance_view_;
 };
 
@@ -200,11 +210,16 @@ const ExpectedAccess kExpectedAccess[] = {
     {"DELETE", "/api/v1alpha1/service-type-instances/s1", kRoleAdmin},
     {"GET", "/api/v1alpha1/cleanup-queue", kAll},
     {"POST", "/api/v1alpha1/cleanup-queue/s1:retry", kRoleAdmin},
+    {"GET", "/api/v1alpha1/peers", kAll},
+    {"GET", "/federation/v1alpha1/flavors", kRolePeer},
 };
 
 TEST_F(AuthorizationTest, EveryRouteGrantsExactlyTheRolesOfSpec6) {
-  const std::map<uint32_t, std::string> tokens = {
-      {kRoleReader, "reader"}, {kRoleProvider, "sp-a"}, {kRoleUser, "alice"}, {kRoleAdmin, "root"}};
+  const std::map<uint32_t, std::string> tokens = {{kRoleReader, "reader"},
+                                                  {kRoleProvider, "sp-a"},
+                                                  {kRoleUser, "alice"},
+                                                  {kRoleAdmin, "root"},
+                                                  {kRolePeer, "enclave-a"}};
   for (const auto& e : kExpectedAccess) {
     for (const auto& [role, token] : tokens) {
       auto r = As(token, e.method, e.target, "{}");
@@ -239,6 +254,28 @@ TEST_F(AuthorizationTest, TheTableCoversEveryRoute) {
     }
     EXPECT_TRUE(expected.count({route.method, path})) << route.method << " " << route.pattern;
   }
+}
+
+// SPEC §10: a peer enclave's certificate reaches the peer API and nothing of the API.
+TEST_F(AuthorizationTest, APeerCertificateCallsTheFederationApiOnly) {
+  auto call = [&](const std::string& target) {
+    HttpRequest req;
+    req.method = "GET";
+    req.target = target;
+    req.path = target;
+    req.peer_subject = "dcm-enclave://enclave-a";
+    std::optional<HttpResponse> got;
+    router_(req, [&](HttpResponse r) { got = std::move(r); });
+    return *got;
+  };
+  EXPECT_EQ(call("/federation/v1alpha1/flavors").status, 200);
+  auto providers = call("/api/v1alpha1/providers");
+  EXPECT_EQ(providers.status, 403) << providers.body;
+  EXPECT_EQ(Parse(providers).Str("detail"),
+            "this call needs one of dcm-reader, dcm-provider, dcm-user, dcm-admin");
+  EXPECT_EQ(As("root", "GET", "/federation/v1alpha1/flavors").status, 403) << "not even admins";
+  EXPECT_EQ(Call("GET", "/federation/v1alpha1/health").status, 200) << "open, like /readyz";
+  EXPECT_EQ(Call("GET", "/federation/v1alpha1/flavors").status, 401);
 }
 
 TEST_F(AuthorizationTest, A403NamesTheRolesNeededAndSubmitsNothing) {

@@ -61,31 +61,35 @@ TEST(ProjectionCatalogTest, ServesTheSixProjectionsInServeOrder) {
     names.push_back(entry.name);
     labels.push_back(entry.TopicLabel());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"registry", "health", "instances", "sp-status",
-                                             "federation", "audit"}));
-  EXPECT_EQ(labels, (std::vector<std::string>{"dcm.providers", "*", "dcm.instances", "dcm.status",
-                                              "dcm.federation", "*"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"registry", "health", "peer-health", "instances",
+                                             "sp-status", "federation", "audit"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"dcm.providers", "*", "*", "dcm.instances",
+                                              "dcm.status", "dcm.federation", "*"}));
 }
 
 TEST(ProjectionCatalogTest, HealthFoldsTransitionsAndProbesAndOnlyProbeStateExpires) {
   const Topics topics;
   for (const auto& entry : ProjectionCatalog(topics)) {
-    if (entry.name == "health") {
+    if (entry.name == "health" || entry.name == "peer-health") {
       EXPECT_EQ(entry.topics, (std::vector<std::string>{"dcm.health", "dcm.health-probes"}));
     }
     if (entry.name == "audit") {
       EXPECT_NE(std::find(entry.topics.begin(), entry.topics.end(), "dcm.health-probes"),
                 entry.topics.end());
     }
-    EXPECT_EQ(static_cast<bool>(entry.expires), entry.name == "health" || entry.name == "audit")
+    EXPECT_EQ(static_cast<bool>(entry.expires),
+              entry.name == "health" || entry.name == "peer-health" || entry.name == "audit")
         << entry.name;
   }
 }
 
 TEST(ProjectionCatalogTest, TimeTravelFoldsStateNotTheAuditIndex) {
   for (const auto& entry : ProjectionCatalog(Topics{})) {
-    // The audit index does not read dcm.federation yet, so time travel cannot fold it.
-    EXPECT_EQ(entry.as_of, entry.name != "audit" && entry.name != "federation") << entry.name;
+    // The audit index does not read dcm.federation yet, so time travel cannot fold it; no past
+    // answer renders peers.
+    EXPECT_EQ(entry.as_of,
+              entry.name != "audit" && entry.name != "federation" && entry.name != "peer-health")
+        << entry.name;
   }
 }
 

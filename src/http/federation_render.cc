@@ -1,0 +1,93 @@
+#include "src/http/federation_render.h"
+
+#include "src/common/json_writer.h"
+#include "src/common/time_format.h"
+#include "src/http/provider_render.h"
+
+namespace dcm::http {
+namespace {
+
+template <typename T>
+void OptionalNumber(JsonWriter& w, const char* key, const std::optional<T>& value) {
+  w.Key(key);
+  if (!value) return w.Null();
+  if constexpr (std::is_floating_point_v<T>) {
+    w.Double(*value);
+  } else {
+    w.Int(*value);
+  }
+}
+
+void WriteFlavor(JsonWriter& w, const Flavor& f) {
+  w.BeginObject();
+  w.Field("flavor_id", f.flavor_id);
+  w.Field("owner", f.owner);
+  w.Field("service_type", f.service_type);
+  w.Field("region", f.region);
+  OptionalNumber(w, "instances_available", f.instances_available);
+  OptionalNumber(w, "cpu_available", f.cpu_available);
+  OptionalNumber(w, "memory_available", f.memory_available);
+  w.Key("price");
+  w.BeginObject();
+  w.Key("amount");
+  w.Double(f.price.amount);
+  w.Field("currency", f.price.currency);
+  w.Field("period", f.price.period);
+  w.EndObject();
+  w.Field("expires_at", FormatRfc3339Millis(f.expires_at_ms));
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string RenderFlavors(const std::string& enclave_id, const std::vector<Flavor>& flavors) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("owner", enclave_id);
+  w.Key("flavors");
+  w.BeginArray();
+  for (const Flavor& f : flavors) WriteFlavor(w, f);
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
+}
+
+std::string RenderFederationHealth(const std::string& enclave_id, bool healthy) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("status", healthy ? "healthy" : "unhealthy");
+  w.Field("enclave_id", enclave_id);
+  w.EndObject();
+  return w.Take();
+}
+
+std::string RenderPeer(const PeerConfig& peer, const HealthRecord* health) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("id", peer.id);
+  w.Field("url", peer.url);
+  // Peers never re-register: every probe is of registration 0 (consumers/peer_prober.h).
+  w.Field("health_status", HealthStatusName(EffectiveHealthStatus(health, 0)));
+  if (health && health->last_probe_time_ms > 0) {
+    w.Field("last_probe_time", FormatRfc3339Millis(health->last_probe_time_ms));
+  }
+  w.Key("health");
+  w.Raw(RenderHealthDetail(health, 0));
+  w.EndObject();
+  return w.Take();
+}
+
+std::string RenderPeerList(const std::string& enclave_id,
+                           const std::vector<std::string>& rendered) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("enclave_id", enclave_id);
+  w.Key("peers");
+  w.BeginArray();
+  for (const auto& peer : rendered) w.Raw(peer);
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
+}
+
+}  // namespace dcm::http
