@@ -171,8 +171,10 @@ TEST_F(RebuildFlowTest, RebuildOfAMixedLogEqualsTheLiveStoreForEveryProjection) 
     const auto comparison = OrDie(CompareProjection(*live, *side, Specs()[i]));
     EXPECT_TRUE(comparison.match())
         << comparison.name << " first differs at " << comparison.first_difference->key;
-    EXPECT_FALSE(comparison.live_digest.ends_with("-0")) << comparison.name << " is empty";
-    EXPECT_GT(result.projections[i].events, 0) << comparison.name;
+    if (comparison.name != "peer-health") {  // the workload has no peers
+      EXPECT_FALSE(comparison.live_digest.ends_with("-0")) << comparison.name << " is empty";
+      EXPECT_GT(result.projections[i].events, 0) << comparison.name;
+    }
     EXPECT_EQ(result.projections[i].poison, 0) << comparison.name;
     // The rebuilt store resumes exactly where the live one stands.
     EXPECT_EQ(OrDie(LiveTargets(*side, Specs()[i])), OrDie(LiveTargets(*live, Specs()[i])))
