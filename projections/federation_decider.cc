@@ -63,6 +63,21 @@ ReservationHeld HeldAgain(FederationOutcomeBase base, const ReservationRecord& r
   return o;
 }
 
+// The refusal of a consumer's call on a reservation that does not exist or is another's.
+std::optional<FederationOutcome> NotTheirs(const FederationOutcomeBase& base,
+                                           const std::optional<ReservationRecord>& record,
+                                           const std::string& reservation_id,
+                                           const std::string& consumer) {
+  if (!record) {
+    return Refused(base, refusal::kNotFound, 404, "reservation '" + reservation_id + "' not found");
+  }
+  if (record->consumer != consumer) {
+    return Refused(base, refusal::kForbidden, 403,
+                   "reservation '" + reservation_id + "' is not '" + consumer + "''s");
+  }
+  return std::nullopt;
+}
+
 // The refusal of a call on a reservation whose hold or contract has ended (or never was).
 FederationOutcome Ended(const FederationOutcomeBase& base, const ReservationRecord& r,
                         const std::string& contract_id = "") {
@@ -198,14 +213,7 @@ FederationDecider::Outcome FederationDecider::Confirm(const ReservationConfirmRe
   base.reservation_id = r.reservation_id;
   base.consumer = r.consumer;
   ASSIGN_OR_RETURN(auto record, state_.Reservation(r.reservation_id, &batch));
-  if (!record) {
-    return Refused(base, refusal::kNotFound, 404,
-                   "reservation '" + r.reservation_id + "' not found");
-  }
-  if (record->consumer != r.consumer) {
-    return Refused(base, refusal::kForbidden, 403,
-                   "reservation '" + r.reservation_id + "' is not '" + r.consumer + "''s");
-  }
+  if (auto refused = NotTheirs(base, record, r.reservation_id, r.consumer)) return *refused;
   Describe(base, *record);
   if (record->HoldLive()) {
     if (r.time_ms >= record->hold_expires_at_ms) {
@@ -235,14 +243,7 @@ FederationDecider::Outcome FederationDecider::Release(const ReservationReleaseRe
   base.reservation_id = r.reservation_id;
   base.consumer = r.consumer;
   ASSIGN_OR_RETURN(auto record, state_.Reservation(r.reservation_id, &batch));
-  if (!record) {
-    return Refused(base, refusal::kNotFound, 404,
-                   "reservation '" + r.reservation_id + "' not found");
-  }
-  if (record->consumer != r.consumer) {
-    return Refused(base, refusal::kForbidden, 403,
-                   "reservation '" + r.reservation_id + "' is not '" + r.consumer + "''s");
-  }
+  if (auto refused = NotTheirs(base, record, r.reservation_id, r.consumer)) return *refused;
   Describe(base, *record);
   if (record->HoldLive()) return With<ReservationReleased>(base);
   if (record->state == rs::kReleased) {
