@@ -27,6 +27,15 @@ std::string OutcomeKey(const FederationOutcome& outcome, const CloudEvent& event
   return reservation.empty() ? event.subject : reservation;
 }
 
+// The contract a (new, not repeated) outcome ended, if any.
+const ContractFact* EndedContract(const FederationOutcome& outcome) {
+  if (BaseOf(outcome).repeat) return nullptr;
+  if (const auto* o = std::get_if<ContractExpired>(&outcome)) return o;
+  if (const auto* o = std::get_if<ContractTerminated>(&outcome)) return o;
+  if (const auto* o = std::get_if<ContractRevoked>(&outcome)) return o;
+  return nullptr;
+}
+
 }  // namespace
 
 FederationWorker::FederationWorker(FederationWorkerOptions options, Store* store,
@@ -152,6 +161,7 @@ Result<bool> FederationWorker::CatchUp() {
   int64_t resume = next_offset_;
   for (const auto& outcome : *read) resume = std::max(resume, BaseOf(outcome).seq + 1);
   RETURN_IF_ERROR(FoldOutcomes(std::move(*read), high));
+  if (options_.placer) RETURN_IF_ERROR(options_.placer->Adopt());
   ASSIGN_OR_RETURN(const auto requests,
                    consumer_->QueryWatermarks(options_.requests_topic, 0, kMetadataTimeoutMs));
   if (resume < requests.first) {
@@ -258,6 +268,7 @@ Status FederationWorker::ProcessBatch(const std::vector<KafkaMessage>& messages)
   StoreBatch batch;
   std::vector<std::future<Status>> dead_letters;
   std::vector<Produced> produced;
+  std::vector<std::pair<std::string, std::string>> ended;  // contract id, its instance id
   int64_t next = next_offset_;
   for (const auto& m : messages) {
     if (m.offset < next) continue;
@@ -270,12 +281,20 @@ Status FederationWorker::ProcessBatch(const std::vector<KafkaMessage>& messages)
                      "Federation requests decided by this instance, by outcome type",
                      std::string("type=\"") + TypeOf(*outcome) + "\"")
         .Inc();
+    if (const auto* fact = EndedContract(*outcome)) {
+      ended.emplace_back(fact->contract_id, fact->remote_instance_id);
+    }
     const CloudEvent out = EncodeFederationOutcome(*outcome);
     Produced& p =
         produced.emplace_back(Produced{OutcomeKey(*outcome, out), EncodeCloudEvent(out), {}});
     p.acked = producer_->ProducePositioned(options_.outcomes_topic, p.key, p.value);
   }
-  return CommitBatch(batch, dead_letters, produced, next);
+  RETURN_IF_ERROR(CommitBatch(batch, dead_letters, produced, next));
+  if (options_.placer) {
+    for (const auto& [contract_id, instance_id] : ended)
+      options_.placer->Ended(contract_id, instance_id);
+  }
+  return OkStatus();
 }
 
 Status FederationWorker::CommitBatch(StoreBatch& batch,
@@ -351,6 +370,12 @@ void FederationWorker::Sweep() {
                                delivered.error().message);
                          }
                        });
+  }
+  if (options_.placer) {
+    if (auto placed = options_.placer->Reconcile(now); !placed) {
+      WorkerLogger()->warn("msg=\"contract placement pass failed\" error=\"{}\"",
+                           placed.error().message);
+    }
   }
 }
 

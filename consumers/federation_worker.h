@@ -41,6 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "consumers/contract_placer.h"
 #include "consumers/kafka.h"
 #include "projections/federation_decider.h"
 #include "src/common/clock.h"
@@ -63,6 +64,8 @@ struct FederationWorkerOptions {
   // expiry is still undecided.
   std::chrono::milliseconds sweep_interval{1000};
   std::chrono::milliseconds resweep_after{5000};
+  // Keeps the contracts' instances in step (reconciled at each sweep); null: none.
+  ContractPlacer* placer = nullptr;
 };
 
 class FederationWorker {

@@ -66,6 +66,7 @@ struct ServeFlags {
   std::string federation_export;
   std::string federation_price = "0 EUR/hour";
   std::string federation_flavor_ttl = "30s";
+  std::string federation_contract_ttl = "10m";
 };
 
 // Consumer long-poll on the embedded mock, in ms (see ResolveFlags).
@@ -107,7 +108,9 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
         std::tuple{&flags.watch_stall_timeout, &config.limits.watch_stall_timeout,
                    "--watch-stall-timeout"},
         std::tuple{&flags.federation_flavor_ttl, &config.federation.flavor_ttl,
-                   "FEDERATION_FLAVOR_TTL"}}) {
+                   "FEDERATION_FLAVOR_TTL"},
+        std::tuple{&flags.federation_contract_ttl, &config.federation.contract_ttl,
+                   "FEDERATION_CONTRACT_TTL"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed)
       return MakeError(parsed.error().code, std::string(name) + ": " + parsed.error().message);
@@ -523,6 +526,10 @@ void RegisterFederationFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--federation-flavor-ttl", flags.federation_flavor_ttl,
                   "A listed flavour is valid this long (expires_at)")
       ->envname("FEDERATION_FLAVOR_TTL")
+      ->capture_default_str();
+  cmd->add_option("--federation-contract-ttl", flags.federation_contract_ttl,
+                  "A signed or renewed contract's lease; the consumer renews it before its end")
+      ->envname("FEDERATION_CONTRACT_TTL")
       ->capture_default_str();
 }
 

@@ -1,5 +1,6 @@
 // The federation parts of `dcm serve` (SPEC §10): the context the peer API and /peers read, the
-// peer prober (consumers/peer_prober.h), and the provider side's decider (not wired yet).
+// peer prober (consumers/peer_prober.h), and, in an enclave that exports flavours, the provider
+// side: the reservation decider (consumers/federation_worker.h) and the peer API's bus to it.
 #include "consumers/topic_admin.h"
 #include "src/cli/serve_parts.h"
 #include "src/common/log.h"
@@ -26,6 +27,11 @@ void AddFederationContext(ServeParts& parts) {
   ctx->health = &parts.views->health;
   ctx->instances = &parts.views->instances;
   ctx->peer_health = &parts.views->peer_health;
+  ctx->reservations = &parts.views->federation;
+  parts.federation_holds =
+      std::make_unique<FederationHolds>(parts.store.get(), &parts.views->instances);
+  ctx->holds = parts.federation_holds.get();
+  ctx->source = "dcm/federation-api/" + parts.config.instance_id;
   ctx->clock = &SystemClock::Instance();
   ctx->ready = AllReady(&parts.components);
   parts.federation = std::move(ctx);
@@ -43,7 +49,57 @@ Status AddPeerProbeClient(ServeParts& parts) {
   return OkStatus();
 }
 
+// How a contract's instance operation ended (the placer asks again while it is not done).
+void LogContractOperation(Result<CloudEvent> outcome) {
+  auto logger = Logger("contract-placer");
+  if (!outcome) {
+    return logger->warn("msg=\"contract instance operation not answered\" error=\"{}\"",
+                        outcome.error().message);
+  }
+  auto decoded = DecodeInstanceEvent(*outcome);
+  if (decoded && decoded->type == event_type::kOperationFailed) {
+    logger->warn("msg=\"contract instance operation failed\" root={} reason={} error=\"{}\"",
+                 decoded->root, decoded->reason, decoded->error);
+  }
+}
+
+bool Exports(const Config& config) { return !config.federation.export_service_types.empty(); }
+
+// The reservation decider, its capacity read from the flavours (projections/flavors.h).
+void AddProviderSide(ServeParts& parts) {
+  const FederationConfig& f = parts.config.federation;
+  FederationPolicy policy;
+  policy.enclave_id = f.enclave_id;
+  policy.contract_ttl_ms = f.contract_ttl.count();
+  FlavorSources sources{&parts.views->registry, &parts.views->health, &parts.views->instances,
+                        parts.federation->flavors};
+  const FederationState decided(parts.store.get(), FederationDecider::kRoot);
+  parts.contract_placer = std::make_unique<ContractPlacer>(
+      ContractPlacerOptions{.source = "dcm/federation/" + parts.config.instance_id,
+                            .submit =
+                                [&parts](const CloudEvent& request) {
+                                  parts.instance_commands->Submit(request, LogContractOperation);
+                                }},
+      decided, &parts.views->instances, &parts.metrics);
+  AddFederationDecider(parts, std::move(policy),
+                       FlavorCapacityFrom(std::move(sources), decided, &SystemClock::Instance()),
+                       parts.contract_placer.get());
+}
+
 }  // namespace
+
+void AddFederationBus(ServeParts& parts) {
+  if (!Exports(parts.config)) return;
+  const Config& config = parts.config;
+  parts.federation_commands = std::make_unique<KafkaCommandBus>(
+      parts.command_producer.get(), &parts.federation_waiters, config.topics.FederationRequests(),
+      config.topics.Federation(),
+      WriteLimits{config.decision_timeout, config.write_timeout,
+                  [m = parts.kafka_monitor.get()] { return m->Ok(); }, true},
+      &SystemClock::Instance(), &parts.metrics);
+  parts.federation_commands->TrackAcknowledged(parts.read_barrier.get());
+  parts.federation->requests = parts.federation_commands.get();
+}
 
 Status AddFederation(ServeParts& parts) {
   const Config& config = parts.config;
@@ -51,6 +107,7 @@ Status AddFederation(ServeParts& parts) {
   Logger("serve")->info("msg=\"federation\" enclave_id={} peers={} exported_service_types={}",
                         config.federation.enclave_id, config.federation.peers.size(),
                         config.federation.export_service_types.size());
+  if (Exports(config)) AddProviderSide(parts);
   if (config.federation.peers.empty() || !parts.prober) return OkStatus();
   RETURN_IF_ERROR(AddPeerProbeClient(parts));
   PeerProberOptions options;
@@ -88,7 +145,8 @@ Status AddFederation(ServeParts& parts) {
   return OkStatus();
 }
 
-void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapacity capacity) {
+void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapacity capacity,
+                          ContractPlacer* placer) {
   const Config& config = parts.config;
   FederationWorkerOptions options;
   options.requests_topic = config.topics.FederationRequests();
@@ -99,6 +157,7 @@ void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapa
   options.kafka = parts.kafka;
   options.policy = std::move(policy);
   options.capacity = std::move(capacity);
+  options.placer = placer;
   // One request in flight, like the registrar's outcomes: a reservation's outcomes stay in order.
   parts.federation_worker =
       std::make_unique<FederationWorker>(options, parts.store.get(), parts.command_producer.get(),

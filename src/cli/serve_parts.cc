@@ -550,6 +550,7 @@ Status BuildServeParts(ServeParts& parts) {
   AddReadBarrier(parts);
   AddKafkaMonitor(parts);
   RETURN_IF_ERROR(AddCommandBuses(parts));
+  AddFederationBus(parts);
   RETURN_IF_ERROR(AddProviderLoss(parts));
   RETURN_IF_ERROR(AddHeavyReads(parts));
   return AddHttpServer(parts);

@@ -42,6 +42,7 @@
 #include "consumers/registrar.h"
 #include "projections/applied_offsets.h"
 #include "projections/audit_projection.h"
+#include "projections/federation_capacity.h"
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
 #include "projections/outcome_waiters.h"
@@ -83,12 +84,14 @@ struct Views {
         health(store),
         peer_health(store, HealthProjection::kPeerPrefix),
         instances(store),
-        audit(store) {}
+        audit(store),
+        federation(store) {}
   RegistryView registry;
   HealthView health;
   HealthView peer_health;  // SPEC §10: the peer enclaves' records
   InstanceView instances;
   AuditView audit;
+  FederationView federation;  // SPEC §10: the provider side's reservations and contracts
 };
 
 struct ServeParts {
@@ -119,11 +122,14 @@ struct ServeParts {
   std::unique_ptr<InstanceWorker> worker;
   std::unique_ptr<Registrar> registrar;
   std::unique_ptr<FederationWorker> federation_worker;  // null unless AddFederationDecider ran
+  std::unique_ptr<ContractPlacer> contract_placer;      // the federation worker's
   std::unique_ptr<Prober> prober;
   std::unique_ptr<ProviderLoss> provider_loss;
   // Federation (SPEC §10, src/cli/serve_federation.cc): what the peer API reads, and the peers'
   // prober (with its own unfiltered probe client: peers are operator-configured).
   std::unique_ptr<http::FederationContext> federation;
+  std::unique_ptr<FederationHolds> federation_holds;     // what GET /flavors subtracts
+  std::unique_ptr<KafkaCommandBus> federation_commands;  // peer API -> federation-requests
   std::unique_ptr<http::ProbeClient> peer_probe_client;
   std::unique_ptr<PeerProber> peer_prober;
   std::unique_ptr<ReadBarrier> read_barrier;  // SPEC §7: what reads wait for
@@ -151,12 +157,18 @@ Status BuildServeParts(ServeParts& parts);
 // Call it from BuildServeParts, after AddProducers and before the components start, only when
 // this enclave exports flavours (an enclave id and FEDERATION_EXPORT_SERVICE_TYPES are set):
 // `capacity` is the flavour derivation's instances available before holds and contracts.
-void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapacity capacity);
+// `placer` (may be null) keeps the contracts' instances in step.
+void AddFederationDecider(ServeParts& parts, FederationPolicy policy, FlavorCapacity capacity,
+                          ContractPlacer* placer);
 
 // Federation (SPEC §10): the federation context and, with peers and --health-check, the peer
 // prober, which probes the peers whose dcm.health partition the prober group gave this instance
 // (src/cli/serve_federation.cc). After the prober, before the HTTP server.
 Status AddFederation(ServeParts& parts);
+
+// The peer API's bus to dcm.federation-requests, in an enclave that exports flavours. After
+// AddCommandBuses (it shares their write limits and Kafka monitor).
+void AddFederationBus(ServeParts& parts);
 
 // /healthz, /readyz, /metrics, /admin/info and /admin/projections over the parts
 // (src/cli/serve_ops.cc).

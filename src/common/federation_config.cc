@@ -17,13 +17,6 @@ tl::unexpected<Error> Invalid(std::string message) {
   return MakeError(ErrorCode::kInvalidArgument, std::move(message));
 }
 
-bool IsDnsLabel(std::string_view id) {
-  if (id.empty() || id.size() > 63 || id.front() == '-' || id.back() == '-') return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
-
 bool AllLetters(std::string_view text) {
   return !text.empty() && std::all_of(text.begin(), text.end(),
                                       [](unsigned char c) { return std::isalpha(c) != 0; });
@@ -46,6 +39,13 @@ Result<PeerConfig> ParsePeer(const std::string& item, std::string_view self_id) 
 }
 
 }  // namespace
+
+bool IsDnsLabel(std::string_view id) {
+  if (id.empty() || id.size() > 63 || id.front() == '-' || id.back() == '-') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
 
 Result<std::vector<PeerConfig>> ParseFederationPeers(std::string_view text,
                                                      std::string_view self_id) {
@@ -111,6 +111,9 @@ Status ValidateFederationConfig(const FederationConfig& f,
   }
   if (f.flavor_ttl < std::chrono::seconds(1)) {
     return Invalid("FEDERATION_FLAVOR_TTL must be at least 1s");
+  }
+  if (f.contract_ttl < std::chrono::seconds(1)) {
+    return Invalid("FEDERATION_CONTRACT_TTL must be at least 1s");
   }
   return OkStatus();
 }

@@ -46,7 +46,13 @@ struct FederationConfig {
   // A flavour listed now is an offer valid until now + this (`expires_at`,
   // FEDERATION_FLAVOR_TTL). 30 s: longer than a discovery round, shorter than capacity drifts.
   std::chrono::milliseconds flavor_ttl{30000};
+  // A contract's lease (FEDERATION_CONTRACT_TTL): the consumer renews it, else the provider
+  // enclave expires it and deletes the instance. 10 min: a few renewals' worth of a peer outage.
+  std::chrono::milliseconds contract_ttl{10 * 60 * 1000};
 };
+
+// An enclave id: a DNS label (1-63 of a-z, 0-9, '-', not starting or ending with '-').
+bool IsDnsLabel(std::string_view id);
 
 // FEDERATION_PEERS: comma-separated `id=url`. Each id is a DNS label (1-63, lowercase letters,
 // digits, '-'), not `self_id` and not repeated; each url an absolute http(s) URL without query

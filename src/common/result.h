@@ -12,6 +12,7 @@ namespace dcm {
 
 enum class ErrorCode {
   kInvalidArgument,       // bad input: HTTP 400
+  kForbidden,             // the caller may not do this: HTTP 403
   kNotFound,              // HTTP 404
   kConflict,              // HTTP 409
   kPayloadTooLarge,       // HTTP 413

@@ -6,14 +6,24 @@
 //   GET /federation/v1alpha1/health    open: what peers probe (consumers/peer_prober.h)
 //   GET /api/v1alpha1/peers            role dcm-reader: the configured peers and their health
 //
-// The reservation and contract calls (POST /reservations, ...) are the reservation decider's
-// (issue #17, provider side) and are not here.
+//   POST   /federation/v1alpha1/reservations            role dcm-peer: a hold
+//   DELETE /federation/v1alpha1/reservations/{id}       release it
+//   POST   /federation/v1alpha1/reservations/{id}:confirm  sign its contract
+//   POST   /federation/v1alpha1/contracts/{id}:renew    extend the contract's lease
+//   DELETE /federation/v1alpha1/contracts/{id}          terminate it
+//   GET    /federation/v1alpha1/contracts?consumer=     the caller's live contracts
+// A call becomes a request on dcm.federation-requests (events/federation_events.h) and answers
+// with the FederationWorker's outcome once this instance's `federation` projection applied it.
+// What the view already shows to be wrong (an unknown flavour, reservation or contract, another
+// enclave's) is answered at once and produces no event.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "events/command_bus.h"
+#include "projections/federation_projection.h"
 #include "projections/flavors.h"
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
@@ -38,6 +48,11 @@ struct FederationContext {
   // Active holds (the reservation decider's projection); null: nothing is held yet.
   const HeldCapacity* holds = nullptr;
   const Clock* clock = nullptr;
+  // The reservation decider's requests (dcm.federation-requests) and its projection; null: this
+  // enclave exports nothing (every reservation is for an unknown flavour).
+  CommandBus* requests = nullptr;
+  const FederationView* reservations = nullptr;
+  std::string source;  // `source` of the requests: dcm/federation-api/<instance>
   // Whether this enclave can serve peers now (every readiness check); null: always.
   std::function<bool()> ready;
 };
@@ -46,5 +61,16 @@ void ListFlavors(const HttpRequest& request, const FederationContext& ctx, Respo
 // 200 {"status":"healthy","enclave_id"} when ready, else 503 {"status":"unhealthy",...}.
 void FederationHealth(const FederationContext& ctx, Respond respond);
 void ListPeers(const FederationContext& ctx, Respond respond);
+
+void ReserveFlavor(const HttpRequest& request, const FederationContext& ctx, Respond respond);
+void ReleaseReservation(const HttpRequest& request, const std::string& reservation_id,
+                        const FederationContext& ctx, Respond respond);
+void ConfirmReservation(const HttpRequest& request, const std::string& reservation_id,
+                        const FederationContext& ctx, Respond respond);
+void RenewContract(const HttpRequest& request, const std::string& contract_id,
+                   const FederationContext& ctx, Respond respond);
+void TerminateContract(const HttpRequest& request, const std::string& contract_id,
+                       const FederationContext& ctx, Respond respond);
+void ListContracts(const HttpRequest& request, const FederationContext& ctx, Respond respond);
 
 }  // namespace dcm::http

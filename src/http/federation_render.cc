@@ -1,7 +1,10 @@
 #include "src/http/federation_render.h"
 
+#include "events/instance_facts.h"
 #include "src/common/json_writer.h"
 #include "src/common/time_format.h"
+#include "src/http/handler_util.h"
+#include "src/http/problem.h"
 #include "src/http/provider_render.h"
 
 namespace dcm::http {
@@ -38,7 +41,89 @@ void WriteFlavor(JsonWriter& w, const Flavor& f) {
   w.EndObject();
 }
 
+// The fields every successful answer has.
+void AnswerHead(JsonWriter& w, const FederationOutcomeBase& o, const char* state) {
+  w.Field("reservation_id", o.reservation_id);
+  w.Field("flavor_id", o.flavor_id);
+  w.Field("consumer", o.consumer);
+  w.Field("state", state);
+}
+
+std::string AnswerBody(const FederationOutcome& outcome) {
+  JsonWriter w;
+  w.BeginObject();
+  std::visit(
+      Overloaded{
+          [&](const ReservationHeld& o) {
+            AnswerHead(w, o, reservation_state::kHeld);
+            w.Field("expires_at", FormatRfc3339Millis(o.expires_at_ms));
+          },
+          [&](const ReservationReleased& o) { AnswerHead(w, o, reservation_state::kReleased); },
+          [&](const ContractRevoked& o) {
+            AnswerHead(w, o, reservation_state::kRevoked);
+            w.Field("contract_id", o.contract_id);
+          },
+          [&](const ContractTerminated& o) {
+            AnswerHead(w, o, reservation_state::kTerminated);
+            w.Field("contract_id", o.contract_id);
+          },
+          [&](const ContractFact& o) {  // signed, renewed (expired answers a problem)
+            AnswerHead(w, o, reservation_state::kSigned);
+            w.Field("contract_id", o.contract_id);
+            w.Field("remote_instance_id", o.remote_instance_id);
+            w.Field("expires_at", FormatRfc3339Millis(o.expires_at_ms));
+          },
+          [&](const FederationOutcomeBase& o) { AnswerHead(w, o, ""); },
+      },
+      outcome);
+  w.Key("repeat");
+  w.Bool(BaseOf(outcome).repeat);
+  w.EndObject();
+  return w.Take();
+}
+
+void WriteRecord(JsonWriter& w, const ReservationRecord& r) {
+  w.BeginObject();
+  w.Field("reservation_id", r.reservation_id);
+  w.Field("flavor_id", r.flavor_id);
+  w.Field("consumer", r.consumer);
+  w.Field("state", r.state);
+  if (!r.contract_id.empty()) {
+    w.Field("contract_id", r.contract_id);
+    w.Field("remote_instance_id", r.remote_instance_id);
+    w.Field("expires_at", FormatRfc3339Millis(r.contract_expires_at_ms));
+  } else {
+    w.Field("expires_at", FormatRfc3339Millis(r.hold_expires_at_ms));
+  }
+  w.EndObject();
+}
+
 }  // namespace
+
+HttpResponse RenderFederationAnswer(const FederationOutcome& outcome) {
+  const int status = FederationAnswerStatus(outcome);
+  if (status < 400) return Json(status, AnswerBody(outcome));
+  if (const auto* refused = std::get_if<ReservationRefused>(&outcome)) {
+    return WithMember(Problem(status, refused->detail.empty() ? refused->reason : refused->detail),
+                      "reason", refused->reason);
+  }
+  const FederationOutcomeBase& base = BaseOf(outcome);
+  const bool contract = std::holds_alternative<ContractExpired>(outcome);
+  return WithMember(Problem(status, std::string(contract ? "contract" : "hold") +
+                                        " of reservation '" + base.reservation_id + "' expired"),
+                    "reason", refusal::kExpired);
+}
+
+std::string RenderContracts(const std::vector<ReservationRecord>& records) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("contracts");
+  w.BeginArray();
+  for (const ReservationRecord& r : records) WriteRecord(w, r);
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
+}
 
 std::string RenderFlavors(const std::string& enclave_id, const std::vector<Flavor>& flavors) {
   JsonWriter w;

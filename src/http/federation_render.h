@@ -5,9 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "events/federation_events.h"
+#include "projections/federation_state.h"
 #include "projections/flavors.h"
 #include "projections/health_state.h"
 #include "src/common/federation_config.h"
+#include "src/http/http_types.h"
 
 namespace dcm::http {
 
@@ -25,5 +28,16 @@ std::string RenderFederationHealth(const std::string& enclave_id, bool healthy);
 std::string RenderPeer(const PeerConfig& peer, const HealthRecord* health);
 // GET /api/v1alpha1/peers: {"enclave_id", "peers": [each already rendered]}.
 std::string RenderPeerList(const std::string& enclave_id, const std::vector<std::string>& rendered);
+
+// The peer API's answer to a decided reservation or contract call (FederationAnswerStatus):
+//   held (201; 200 repeat)        {reservation_id, flavor_id, consumer, state, expires_at, repeat}
+//   signed, renewed (201/200)     + contract_id, remote_instance_id (expires_at: the lease's end)
+//   released, terminated, revoked {reservation_id, contract_id?, state, repeat}
+//   refused, expired (4xx, 410)   problem+json with `reason` (events/federation_events.h refusal)
+HttpResponse RenderFederationAnswer(const FederationOutcome& outcome);
+
+// One reservation's record as the peer API shows it: {reservation_id, flavor_id, consumer, state,
+// expires_at, contract_id?, remote_instance_id?}. GET /contracts: {"contracts": [...]}.
+std::string RenderContracts(const std::vector<ReservationRecord>& records);
 
 }  // namespace dcm::http

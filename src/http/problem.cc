@@ -75,6 +75,8 @@ int HttpStatusFor(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument:
       return 400;
+    case ErrorCode::kForbidden:
+      return 403;
     case ErrorCode::kNotFound:
       return 404;
     case ErrorCode::kConflict:

@@ -216,6 +216,30 @@ constexpr Route kRoutes[] = {
      [](const Contexts& c, const HttpRequest&, const std::string&, Respond r) {
        FederationHealth(*c.api.federation, std::move(r));
      }},
+    {"POST", "/federation/v1alpha1/reservations", false, true, Access::kPeer,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ReserveFlavor(q, *c.api.federation, std::move(r));
+     }},
+    {"POST", "/federation/v1alpha1/reservations/{id}:confirm", false, true, Access::kPeer,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       ConfirmReservation(q, id, *c.api.federation, std::move(r));
+     }},
+    {"DELETE", "/federation/v1alpha1/reservations/{id}", false, true, Access::kPeer,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       ReleaseReservation(q, id, *c.api.federation, std::move(r));
+     }},
+    {"GET", "/federation/v1alpha1/contracts", false, true, Access::kPeer,
+     [](const Contexts& c, const HttpRequest& q, const std::string&, Respond r) {
+       ListContracts(q, *c.api.federation, std::move(r));
+     }},
+    {"POST", "/federation/v1alpha1/contracts/{id}:renew", false, true, Access::kPeer,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       RenewContract(q, id, *c.api.federation, std::move(r));
+     }},
+    {"DELETE", "/federation/v1alpha1/contracts/{id}", false, true, Access::kPeer,
+     [](const Contexts& c, const HttpRequest& q, const std::string& id, Respond r) {
+       TerminateContract(q, id, *c.api.federation, std::move(r));
+     }},
 };
 // clang-format on
 

@@ -212,6 +212,12 @@ const ExpectedAccess kExpectedAccess[] = {
     {"POST", "/api/v1alpha1/cleanup-queue/s1:retry", kRoleAdmin},
     {"GET", "/api/v1alpha1/peers", kAll},
     {"GET", "/federation/v1alpha1/flavors", kRolePeer},
+    {"POST", "/federation/v1alpha1/reservations", kRolePeer},
+    {"POST", "/federation/v1alpha1/reservations/s1:confirm", kRolePeer},
+    {"DELETE", "/federation/v1alpha1/reservations/s1", kRolePeer},
+    {"GET", "/federation/v1alpha1/contracts", kRolePeer},
+    {"POST", "/federation/v1alpha1/contracts/s1:renew", kRolePeer},
+    {"DELETE", "/federation/v1alpha1/contracts/s1", kRolePeer},
 };
 
 TEST_F(AuthorizationTest, EveryRouteGrantsExactlyTheRolesOfSpec6) {
