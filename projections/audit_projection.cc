@@ -113,6 +113,13 @@ AuditProjection::AuditProjection(Store* store, std::string providers_topic, Metr
 
 Status AuditProjection::Apply(const CloudEvent& event, const EventPosition& position,
                               StoreBatch& batch) {
+  Status status = Index(event, position, batch);
+  if (status) ++applied_in_batch_;  // the runner puts it in AfterCommit's `applied`
+  return status;
+}
+
+Status AuditProjection::Index(const CloudEvent& event, const EventPosition& position,
+                              StoreBatch& batch) {
   if (!retention_.probes_topic.empty() && position.topic == retention_.probes_topic) {
     int64_t time_ms = ParseRfc3339(event.time).value_or(position.timestamp_ms);
     return ApplyProbe(event, position, std::clamp<int64_t>(time_ms, 0, kMaxTimeMs), batch);
@@ -129,10 +136,9 @@ Status AuditProjection::Apply(const CloudEvent& event, const EventPosition& posi
   time_ms = std::clamp<int64_t>(time_ms, 0, kMaxTimeMs);
   const std::string at = Position(time_ms, position);
   const std::string subject = EscapeAuditEntity(event.subject);
-  const std::string encoded = position.value.empty() ? EncodeCloudEvent(event) : std::string();
+  std::string encoded = position.value.empty() ? EncodeCloudEvent(event) : std::string();
   const std::string_view stored = position.value.empty() ? encoded : position.value;
   batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), stored);
-  Feed(event, position, time_ms, stored);
   batch.PutUnread(fmt::format("{}{}", kTimePrefix, at), subject);
   if (!position.key.empty() && position.key != event.subject) {
     batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, EscapeAuditEntity(position.key), at),
@@ -141,6 +147,7 @@ Status AuditProjection::Apply(const CloudEvent& event, const EventPosition& posi
   if (position.topic == providers_topic_) {
     batch.PutUnread(fmt::format("{}{}", kProviderPrefix, subject), "");
   }
+  Feed(position, time_ms, position.value, std::move(encoded));
   if (indexed_) indexed_->Inc();
   return OkStatus();
 }
@@ -164,21 +171,50 @@ Status AuditProjection::ApplyProbe(const CloudEvent& event, const EventPosition&
   batch.Put(seen, "");
   const std::string at = Position(time_ms, position);
   const std::string subject = EscapeAuditEntity(event.subject);
-  const std::string encoded = position.value.empty() ? EncodeCloudEvent(event) : std::string();
+  std::string encoded = position.value.empty() ? EncodeCloudEvent(event) : std::string();
   const std::string_view stored = position.value.empty() ? encoded : position.value;
   batch.PutUnread(fmt::format("{}{}/{}", kEntityPrefix, subject, at), stored);
   batch.PutUnread(fmt::format("{}{}", kTimePrefix, at), subject);
-  Feed(event, position, time_ms, stored);
+  Feed(position, time_ms, position.value, std::move(encoded));
   if (indexed_) indexed_->Inc();
   return OkStatus();
 }
 
-void AuditProjection::Feed(const CloudEvent& event, const EventPosition& position, int64_t time_ms,
-                           std::string_view stored) {
+// Remembers where the event is (views into the runner's message): it is copied for the feed
+// only after the commit, and only if the feed wants it then (DeliverFeed).
+void AuditProjection::Feed(const EventPosition& position, int64_t time_ms, std::string_view stored,
+                           std::string encoded) {
   if (!feed_) return;
-  batch_feed_.push_back(IndexedEvent{AuditEntry{std::string(position.topic), position.partition,
-                                                position.offset, time_ms, std::string(stored)},
-                                     event.subject, event.type});
+  batch_feed_.push_back(FeedRef{.topic = position.topic,
+                                .stored = stored,
+                                .encoded = std::move(encoded),
+                                .partition = position.partition,
+                                .offset = position.offset,
+                                .time_ms = time_ms,
+                                .applied = applied_in_batch_});
+}
+
+// Asks the gate after the commit, so that an event is either sent or already in the index when
+// the gate said no (the hub then reads the index: see WatchHub::Refill).
+void AuditProjection::DeliverFeed(const std::vector<CloudEvent>& applied) {
+  if (batch_feed_.empty()) return;
+  int64_t newest_ms = 0;
+  for (const FeedRef& ref : batch_feed_) newest_ms = std::max(newest_ms, ref.time_ms);
+  if (gate_ && !gate_(newest_ms)) return;
+  std::vector<IndexedEvent> events;
+  events.reserve(batch_feed_.size());
+  for (FeedRef& ref : batch_feed_) {
+    if (ref.applied >= applied.size()) {
+      Logger("audit")->error("msg=\"audit feed: an indexed event is missing from the commit\"");
+      continue;
+    }
+    const CloudEvent& event = applied[ref.applied];
+    std::string json = ref.encoded.empty() ? std::string(ref.stored) : std::move(ref.encoded);
+    events.push_back(IndexedEvent{
+        AuditEntry{std::string(ref.topic), ref.partition, ref.offset, ref.time_ms, std::move(json)},
+        event.subject, event.type});
+  }
+  feed_(std::move(events));
 }
 
 Result<int64_t> AuditProjection::SweptUntil() {
@@ -190,11 +226,10 @@ Result<int64_t> AuditProjection::SweptUntil() {
   return swept_until_;
 }
 
-void AuditProjection::AfterCommit(const std::vector<CloudEvent>&) {
-  if (feed_ && !batch_feed_.empty()) {
-    feed_(std::move(batch_feed_));
-    batch_feed_.clear();
-  }
+void AuditProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
+  if (feed_) DeliverFeed(applied);
+  batch_feed_.clear();
+  applied_in_batch_ = 0;
   Sweep();
 }
 

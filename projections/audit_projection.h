@@ -61,6 +61,9 @@ struct AuditRetention {
 // One event the live index committed, for watchers (SPEC §9, src/http/watch_hub.h).
 struct IndexedEvent;
 using IndexedFeed = std::function<void(std::vector<IndexedEvent>)>;
+// Asked after each commit that indexed events, with the newest time among them: whether the
+// feed wants them. When it does not (nobody watches), they are neither copied nor sent.
+using IndexedGate = std::function<bool(int64_t newest_ms)>;
 
 class AuditProjection final : public Projection {
  public:
@@ -75,19 +78,40 @@ class AuditProjection final : public Projection {
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
   // Sweeps expired probes when a sweep is due (see the header comment).
   void AfterCommit(const std::vector<CloudEvent>& applied) override;
-  void Abandoned() override { batch_feed_.clear(); }
+  void Abandoned() override {
+    batch_feed_.clear();
+    applied_in_batch_ = 0;
+  }
   // After each commit, `feed` gets the events the batch indexed, in apply order (not called for
-  // duplicates or expired probes). Set before the runner starts; live index only.
-  void SetFeed(IndexedFeed feed) { feed_ = std::move(feed); }
+  // duplicates or expired probes), if `gate` (null: always) wants them then. Set before the
+  // runner starts; live index only. The events are copied only then, after the commit, from
+  // what Apply was given: `position`'s views must stay valid until AfterCommit, and `applied`
+  // must hold the events of the batch's successful Applys in order (ProjectionRunner does both).
+  void SetFeed(IndexedFeed feed, IndexedGate gate = nullptr) {
+    feed_ = std::move(feed);
+    gate_ = std::move(gate);
+  }
   // Deletes the probe entries older than now_ms − window and moves au/w. Runner thread only
   // (tests call it directly). Returns the probes deleted.
   Result<int64_t> SweepExpiredProbes(int64_t now_ms);
 
  private:
+  // An event indexed in this batch, copied for the feed only after the commit, if wanted.
+  struct FeedRef {
+    std::string_view topic;   // the runner's message (valid until AfterCommit)
+    std::string_view stored;  // the runner's message, or `encoded` when it had no value
+    std::string encoded;
+    int32_t partition = 0;
+    int64_t offset = 0;
+    int64_t time_ms = 0;
+    size_t applied = 0;  // its event's index in AfterCommit's `applied`
+  };
+  Status Index(const CloudEvent& event, const EventPosition& position, StoreBatch& batch);
   Status ApplyProbe(const CloudEvent& event, const EventPosition& position, int64_t time_ms,
                     StoreBatch& batch);
-  void Feed(const CloudEvent& event, const EventPosition& position, int64_t time_ms,
-            std::string_view stored);
+  void Feed(const EventPosition& position, int64_t time_ms, std::string_view stored,
+            std::string encoded);
+  void DeliverFeed(const std::vector<CloudEvent>& applied);
   void Sweep();
   Result<int64_t> SweptUntil();
 
@@ -100,7 +124,9 @@ class AuditProjection final : public Projection {
   Counter* duplicates_ = nullptr;
   Counter* expired_ = nullptr;
   IndexedFeed feed_;
-  std::vector<IndexedEvent> batch_feed_;
+  IndexedGate gate_;
+  std::vector<FeedRef> batch_feed_;
+  size_t applied_in_batch_ = 0;  // successful Applys since the last commit
 };
 
 // Whether `key` of the audit index is a probe entry (or au/w) that expires before `cutoff_ms`:

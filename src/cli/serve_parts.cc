@@ -304,9 +304,11 @@ void AddWatchHub(ServeParts& parts) {
                          .stall_timeout = limits.watch_stall_timeout},
       std::move(sources), &parts.metrics);
   parts.projections.Find<AuditProjection>(AuditProjection::kName)
-      ->SetFeed([hub = parts.watch_hub.get()](std::vector<IndexedEvent> indexed) {
-        hub->Indexed(std::move(indexed));
-      });
+      ->SetFeed([hub = parts.watch_hub.get()](
+                    std::vector<IndexedEvent> indexed) { hub->Indexed(std::move(indexed)); },
+                [hub = parts.watch_hub.get()](int64_t newest_ms) {
+                  return hub->WantsIndexed(newest_ms);
+                });
   parts.components.Add({.name = "watch-hub",
                         .start =
                             [h = parts.watch_hub.get()] {

@@ -158,6 +158,12 @@ HttpResponse WatchHub::Admit(std::unique_ptr<Watcher> w,
     }
     cv_.notify_one();
   });
+  if constexpr (std::is_same_v<Watcher, EventWatcher>) {
+    // Fed from now on. What the index committed while nobody watched is read from it when this
+    // watcher joins (Refill): every entry is either in the index by then or fed.
+    std::lock_guard lock(mu_);
+    feeding_ = true;
+  }
   HttpResponse r;
   r.content_type = "text/event-stream; charset=utf-8";
   r.stream = w->stream;
@@ -200,18 +206,6 @@ HttpResponse WatchHub::WatchList(ListWatchRequest request) {
   return Admit(std::move(w), &WatchHub::new_lists_);
 }
 
-void WatchHub::Indexed(std::vector<IndexedEvent> entries) {
-  {
-    std::lock_guard lock(mu_);
-    if (inbox_.empty()) {
-      inbox_ = std::move(entries);
-    } else {
-      for (auto& e : entries) inbox_.push_back(std::move(e));
-    }
-  }
-  cv_.notify_one();
-}
-
 void WatchHub::Changed(WatchKind kind) {
   std::lock_guard lock(mu_);
   dirty_[static_cast<int>(kind)] = true;
@@ -247,8 +241,14 @@ void WatchHub::Round(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
 
   const int64_t now_ms = sources_.clock->NowMillis();
+  newest_ms_ = std::max(newest_ms_, unfed_newest_ms_.load());
   TakeIndexed(std::move(batch));
   Release(now_ms);
+  if (!fresh_events.empty() && !complete_ && !Refill()) {
+    // Without the entries it was not fed, a watch could miss some: the clients reconnect (with
+    // their Last-Event-ID, if any) and the next round tries again.
+    for (auto& w : fresh_events) w->stream->Close();
+  }
   for (auto& w : fresh_events) {
     // "Now" is the release; before the first one (a restart while the index lags), the clock
     // less the settle time, read from the index like a resume.
@@ -280,6 +280,11 @@ void WatchHub::Round(std::unique_lock<std::mutex>& lock) {
   }
   Prune();
   lock.lock();
+  if (watermark_ms_ > 0 && event_watchers_.empty() && new_events_.empty() && feeding_) {
+    // Nobody to feed: the audit runner stops copying entries for the hub until a watcher asks.
+    feeding_ = false;
+    complete_ = false;
+  }
 }
 
 void WatchHub::TakeIndexed(std::vector<IndexedEvent> batch) {

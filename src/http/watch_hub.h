@@ -5,6 +5,8 @@
 // Events, in the order of GET /events (time, then log position), with resume tokens:
 //
 //   AuditProjection ── Indexed(batch) ──▶ inbox ──▶ pending (sorted by index key)
+//     (only while an events watcher exists: else the feed stops (WantsIndexed), and the first
+//      watcher to join reads the entries not released yet from the index: Refill)
 //                                                     │ released up to the watermark W,
 //                                                     │ rendered once, kept until every live
 //                                                     ▼ watcher passed it
@@ -125,6 +127,11 @@ class WatchHub {
 
   // The audit index committed these entries (AuditProjection's feed; the runner's thread).
   void Indexed(std::vector<IndexedEvent> entries);
+  // AuditProjection's gate, after a commit that indexed entries up to `newest_ms`: whether the
+  // hub wants them (Indexed). It does while an events watcher exists (or one was asked for), and
+  // before the first release; else the entries are not copied, and the next events watcher
+  // reads the ones not released yet from the index when it joins (Refill).
+  bool WantsIndexed(int64_t newest_ms);
   // A projection that feeds `kind` committed (AppliedOffsets observer).
   void Changed(WatchKind kind);
 
@@ -138,6 +145,7 @@ class WatchHub {
   // One round on the hub thread: take the inbox, admit, release, catch up, re-list.
   void Round(std::unique_lock<std::mutex>& lock);
   void TakeIndexed(std::vector<IndexedEvent> batch);
+  bool Refill();
   void Release(int64_t now_ms);
   void CatchUp(EventWatcher& w);
   struct Pending {
@@ -170,6 +178,9 @@ class WatchHub {
   std::vector<std::unique_ptr<ListWatcher>> new_lists_;    // under mu_
   bool dirty_[kWatchKinds] = {};                           // under mu_
   bool drained_ = false;  // under mu_: a waiting watcher's reader took its bytes
+  // Written under mu_, read by WantsIndexed without it: whether the audit feed sends entries.
+  std::atomic<bool> feeding_{true};
+  std::atomic<int64_t> unfed_newest_ms_{0};  // the newest time indexed and not fed
   std::atomic<size_t> streams_{0};
   std::thread thread_;
   // Hub thread only.
@@ -178,6 +189,9 @@ class WatchHub {
   std::map<std::string, Pending> pending_;
   size_t retained_bytes_ = 0;
   std::string released_;  // entries below it may go out
+  // Whether pending_ holds every indexed entry after released_: not once the feed stopped (no
+  // events watcher), until Refill read them from the index for the next one.
+  bool complete_ = true;
   int64_t watermark_ms_ = 0;
   int64_t newest_ms_ = 0;  // the newest time indexed
   std::vector<std::unique_ptr<EventWatcher>> event_watchers_;

@@ -74,7 +74,8 @@ class WatchHubTest : public ::testing::Test {
     sources.listers[0] = [this]() -> Result<std::vector<WatchItem>> { return items_; };
     sources.clock = &clock_;
     hub_ = std::make_unique<WatchHub>(options, std::move(sources), &metrics_);
-    audit_->SetFeed([this](std::vector<IndexedEvent> e) { hub_->Indexed(std::move(e)); });
+    audit_->SetFeed([this](std::vector<IndexedEvent> e) { hub_->Indexed(std::move(e)); },
+                    [this](int64_t newest_ms) { return hub_->WantsIndexed(newest_ms); });
   }
 
   // Indexes one event (subject, type, time) at the next offset of partition `partition`.
@@ -317,6 +318,45 @@ TEST_F(WatchHubTest, AResumeBeforeTheFirstReleaseReadsTheIndexFirst) {
   EXPECT_EQ(Subjects(Read(*s)), (std::vector<std::string>{"d"}));
   EXPECT_EQ(Subjects(Read(*now)), (std::vector<std::string>{"d"}))
       << "a watch from now gets what came after it joined, not the index before it";
+}
+
+// Nobody watches: the audit feed stops (nothing is copied for the hub), and the next watcher from
+// now still gets what the index committed meanwhile and the hub had not released yet.
+TEST_F(WatchHubTest, WhileNobodyWatchesTheFeedStopsAndANewWatcherMissesNothingUnreleased) {
+  hub_->Poll();  // the first release (kT0 + 750), nobody watches
+  EXPECT_FALSE(hub_->WantsIndexed(kT0 + 800));
+  Index("released", kT0 + 700);      // before the watch's start: not its business
+  Index("not-released", kT0 + 900);  // in the index only
+  auto s = Watch({});
+  EXPECT_TRUE(hub_->WantsIndexed(kT0 + 800)) << "a watcher asked: the feed is on again";
+  hub_->Poll();
+  Index("after", kT0 + 1200);  // fed
+  clock_.Set(kT0 + 2000);
+  hub_->Poll();
+  EXPECT_EQ(Subjects(Read(*s)), (std::vector<std::string>{"not-released", "after"}));
+  s->Detach();
+  hub_->Poll();
+  EXPECT_FALSE(hub_->WantsIndexed(kT0 + 2000)) << "the last watcher left: the feed stops";
+}
+
+TEST_F(WatchHubTest, AResumeAfterTheFeedStoppedReadsTheIndexAndThenWhatWasNotReleased) {
+  hub_->Poll();  // released to kT0 + 750; the feed stops
+  Index("a", kT0 + 600);
+  Index("b", kT0 + 800);
+  lag_ = 1;  // the watermark follows what was indexed, though the hub was not fed it
+  Index("c", kT0 + 1500);
+  auto first = Watch({.query = {.since_ms = kT0}, .resume = ""});
+  clock_.Set(kT0 + 5000);
+  hub_->Poll();
+  hub_->Poll();
+  const auto got = Read(*first);
+  EXPECT_EQ(Subjects(got), (std::vector<std::string>{"a", "b"})) << "c is not released yet";
+  lag_ = 0;
+  hub_->Poll();
+  EXPECT_EQ(Subjects(Read(*first)), (std::vector<std::string>{"c"}));
+  auto resumed = Watch({.query = {}, .resume = got[0].id});
+  hub_->Poll();
+  EXPECT_EQ(Subjects(Read(*resumed)), (std::vector<std::string>{"b", "c"}));
 }
 
 TEST_F(WatchHubTest, TheStreamCapAnswers503AndAClosedStreamFreesItsSlot) {
