@@ -65,9 +65,19 @@ void LogContractOperation(Result<CloudEvent> outcome) {
 
 bool Exports(const Config& config) { return !config.federation.export_service_types.empty(); }
 
-// The reservation decider, its capacity read from the flavours (projections/flavors.h).
-void AddProviderSide(ServeParts& parts) {
+// The reservation decider, its capacity read from the flavours (projections/flavors.h). Its
+// request topic must have one partition: the total order is what keeps two buyers off one slot.
+Status AddProviderSide(ServeParts& parts) {
   const FederationConfig& f = parts.config.federation;
+  const std::string& requests = parts.config.topics.FederationRequests();
+  ASSIGN_OR_RETURN(const int partitions,
+                   TopicPartitionCount(parts.command_producer->handle(), requests, 10000));
+  if (partitions != 1) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     requests + " has " + std::to_string(partitions) +
+                         " partitions; the federation decider needs exactly 1 (its total order "
+                         "keeps two peers off one slot): recreate it with one partition");
+  }
   FederationPolicy policy;
   policy.enclave_id = f.enclave_id;
   policy.contract_ttl_ms = f.contract_ttl.count();
@@ -84,6 +94,7 @@ void AddProviderSide(ServeParts& parts) {
   AddFederationDecider(parts, std::move(policy),
                        FlavorCapacityFrom(std::move(sources), decided, &SystemClock::Instance()),
                        parts.contract_placer.get());
+  return OkStatus();
 }
 
 }  // namespace
@@ -107,7 +118,7 @@ Status AddFederation(ServeParts& parts) {
   Logger("serve")->info("msg=\"federation\" enclave_id={} peers={} exported_service_types={}",
                         config.federation.enclave_id, config.federation.peers.size(),
                         config.federation.export_service_types.size());
-  if (Exports(config)) AddProviderSide(parts);
+  if (Exports(config)) RETURN_IF_ERROR(AddProviderSide(parts));
   if (config.federation.peers.empty() || !parts.prober) return OkStatus();
   RETURN_IF_ERROR(AddPeerProbeClient(parts));
   PeerProberOptions options;
