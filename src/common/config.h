@@ -30,15 +30,15 @@ struct Topics {
   std::string HealthProbes() const { return prefix + "health-probes"; }
   std::string DeadLetter() const { return prefix + "dead-letter"; }
   // Federation, provider side (SPEC §10): peers' requests, decided in total order (one
-  // partition), and the decider's outcomes, keyed by reservation id. Not in EventTopics (yet):
-  // the audit index does not read them.
+  // partition), and the decider's outcomes, keyed by reservation id.
   std::string FederationRequests() const { return prefix + "federation-requests"; }
   std::string Federation() const { return prefix + "federation"; }
   // Every topic that holds events (not the dead-letter topic): what the audit index reads.
   std::vector<std::string> EventTopics() const {
     // Append new topics at the end: DCM-Position tokens number topics by their index here.
-    return {ProviderRequests(), Providers(), Health(),      InstanceRequests(),
-            Instances(),        Status(),    HealthProbes()};
+    return {ProviderRequests(), Providers(),          Health(),
+            InstanceRequests(), Instances(),          Status(),
+            HealthProbes(),     FederationRequests(), Federation()};
   }
 };
 

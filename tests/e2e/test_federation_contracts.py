@@ -73,6 +73,17 @@ class FederationContractsTest(unittest.TestCase):
         self.assertEqual(self.call("DELETE", "/reservations/hold-1").status, 200)
         self.assertEqual(self.call("DELETE", "/reservations/hold-2").status, 200)
         self.assertEqual(self.available(), 2)
+        # Every step is in B's audit log, under the reservation id.
+        held = self.b.client.get(f"{API}/events?type=dcm.reservation.held&max_page_size=100")
+        self.assertEqual(held.status, 200, held)
+        self.assertEqual(sorted({e["subject"] for e in held.json()["events"]}),
+                         ["hold-1", "hold-2"])
+        history = self.b.client.get(f"{API}/events?subject=hold-1&max_page_size=100")
+        self.assertEqual(history.status, 200, history)
+        types = [e["type"] for e in history.json()["events"]]
+        for step in ("dcm.reservation.received", "dcm.reservation.held",
+                     "dcm.reservation.release_requested", "dcm.reservation.released"):
+            self.assertIn(step, types)
 
     def test_2_an_unconfirmed_hold_expires_by_a_decided_request(self):
         self.assertEqual(self.reserve("short", ttl="1s").status, 201)
