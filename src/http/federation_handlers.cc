@@ -67,36 +67,21 @@ bool CallerOwns(const Result<std::optional<ReservationRecord>>& record, const st
   return true;
 }
 
-// The contract call `T` on `contract_id` by the caller.
-template <typename T>
-void ContractCall(const HttpRequest& request, const std::string& contract_id,
-                  const FederationContext& ctx, Respond respond) {
-  auto caller = Caller(request, respond);
-  if (!caller) return;
-  if (!ctx.requests) return respond(Refusal(404, "no contract here", refusal::kNotFound));
-  if (!CallerOwns(ctx.reservations->Contract(contract_id), *caller, "contract", contract_id,
-                  respond)) {
-    return;
-  }
-  T call;
-  call.contract_id = contract_id;
-  call.consumer = *caller;
-  Submit(ctx, *caller, std::move(call), std::move(respond));
-}
+using Lookup =
+    Result<std::optional<ReservationRecord>> (FederationView::*)(const std::string& id) const;
 
-// The reservation call `T` on `reservation_id` by the caller.
+// The consumer's call `T` on its reservation or contract `id` (`what`: which, for the answers).
 template <typename T>
-void ReservationCall(const HttpRequest& request, const std::string& reservation_id,
-                     const FederationContext& ctx, Respond respond) {
+void ConsumerCall(const HttpRequest& request, const std::string& id, const FederationContext& ctx,
+                  const char* what, Lookup lookup, std::string T::*id_field, Respond respond) {
   auto caller = Caller(request, respond);
   if (!caller) return;
-  if (!ctx.requests) return respond(Refusal(404, "no reservation here", refusal::kNotFound));
-  if (!CallerOwns(ctx.reservations->Reservation(reservation_id), *caller, "reservation",
-                  reservation_id, respond)) {
-    return;
+  if (!ctx.requests) {
+    return respond(Refusal(404, std::string("no ") + what + " here", refusal::kNotFound));
   }
+  if (!CallerOwns((ctx.reservations->*lookup)(id), *caller, what, id, respond)) return;
   T call;
-  call.reservation_id = reservation_id;
+  call.*id_field = id;
   call.consumer = *caller;
   Submit(ctx, *caller, std::move(call), std::move(respond));
 }
@@ -163,22 +148,30 @@ void ReserveFlavor(const HttpRequest& request, const FederationContext& ctx, Res
 
 void ReleaseReservation(const HttpRequest& request, const std::string& reservation_id,
                         const FederationContext& ctx, Respond respond) {
-  ReservationCall<ReservationReleaseRequested>(request, reservation_id, ctx, std::move(respond));
+  ConsumerCall<ReservationReleaseRequested>(
+      request, reservation_id, ctx, "reservation", &FederationView::Reservation,
+      &ReservationReleaseRequested::reservation_id, std::move(respond));
 }
 
 void ConfirmReservation(const HttpRequest& request, const std::string& reservation_id,
                         const FederationContext& ctx, Respond respond) {
-  ReservationCall<ReservationConfirmRequested>(request, reservation_id, ctx, std::move(respond));
+  ConsumerCall<ReservationConfirmRequested>(
+      request, reservation_id, ctx, "reservation", &FederationView::Reservation,
+      &ReservationConfirmRequested::reservation_id, std::move(respond));
 }
 
 void RenewContract(const HttpRequest& request, const std::string& contract_id,
                    const FederationContext& ctx, Respond respond) {
-  ContractCall<ContractRenewalRequested>(request, contract_id, ctx, std::move(respond));
+  ConsumerCall<ContractRenewalRequested>(
+      request, contract_id, ctx, "contract", &FederationView::Contract,
+      &ContractRenewalRequested::contract_id, std::move(respond));
 }
 
 void TerminateContract(const HttpRequest& request, const std::string& contract_id,
                        const FederationContext& ctx, Respond respond) {
-  ContractCall<ContractTerminationRequested>(request, contract_id, ctx, std::move(respond));
+  ConsumerCall<ContractTerminationRequested>(
+      request, contract_id, ctx, "contract", &FederationView::Contract,
+      &ContractTerminationRequested::contract_id, std::move(respond));
 }
 
 void ListContracts(const HttpRequest& request, const FederationContext& ctx, Respond respond) {
