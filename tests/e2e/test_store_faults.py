@@ -67,9 +67,11 @@ class DiskFullTest(unittest.TestCase):
         writer = threading.Thread(
             target=lambda: answer.update(r=register(Client(server.url, timeout=60), during)))
         writer.start()
-        status, checks = wait_until(lambda: (lambda s: s if s[0] == 503 else None)(readyz(c)),
-                                    timeout=15, what="/readyz 503")
-        self.assertEqual(checks.get("store"), "not ready", checks)
+        # The registrar may go unready first (its own write fails): wait for the store's check.
+        status, checks = wait_until(
+            lambda: (lambda s: s if s[1].get("store") == "not ready" else None)(readyz(c)),
+            timeout=15, what="/readyz: store not ready")
+        self.assertEqual(status, 503, checks)
         # Reads keep working.
         self.assertEqual(c.get(f"{API}/providers/{ids[before[0]]}").status, 200)
         self.assertTrue(writer.is_alive(), f"answered while the disk was full: {answer}")
