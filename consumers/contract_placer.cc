@@ -24,14 +24,6 @@ std::string ServiceTypeOf(const std::string& spec) {
 
 }  // namespace
 
-void ContractPlacer::Count(const char* operation) {
-  metrics_
-      ->GetCounter("dcm_federation_contract_operations_total",
-                   "Instance operations asked for contracts (SPEC §10)",
-                   std::string("operation=\"") + operation + "\"")
-      .Inc();
-}
-
 std::string ContractRoot(const std::string& contract_id) {
   return std::string(kContractRootPrefix) + contract_id;
 }
@@ -96,10 +88,7 @@ Status ContractPlacer::Place(const ReservationRecord& contract, int64_t now_ms) 
   r.resource_id = contract.remote_instance_id;
   r.spec = contract.spec;
   r.service_type = ServiceTypeOf(contract.spec);
-  PlacerLogger()->info("msg=\"placing a contract's instance\" contract_id={} resource_id={}",
-                       contract.contract_id, contract.remote_instance_id);
-  Count("create");
-  Ask(std::move(r), now_ms);
+  Ask(std::move(r), now_ms, "create", contract.contract_id);
   return OkStatus();
 }
 
@@ -112,13 +101,9 @@ Status ContractPlacer::Remove(const std::string& contract_id, const std::string&
   if (!may) return OkStatus();
   InstanceEvent r;
   r.operation = OperationName(Operation::kDeleteResource);
-  r.root = (*resource).root;
+  r.root = resource->root;
   r.resource_id = resource_id;
-  PlacerLogger()->info(
-      "msg=\"deleting an ended contract's instance\" contract_id={} resource_id={}", contract_id,
-      resource_id);
-  Count("delete");
-  Ask(std::move(r), now_ms);
+  Ask(std::move(r), now_ms, "delete", contract_id);
   return OkStatus();
 }
 
@@ -128,7 +113,17 @@ Result<bool> ContractPlacer::MayAsk(const std::string& root) {
   return !saga.has_value();
 }
 
-void ContractPlacer::Ask(InstanceEvent request, int64_t now_ms) {
+void ContractPlacer::Ask(InstanceEvent request, int64_t now_ms, const char* what,
+                         const std::string& contract_id) {
+  PlacerLogger()->info(
+      "msg=\"contract instance operation\" operation={} contract_id={} "
+      "resource_id={}",
+      what, contract_id, request.resource_id);
+  metrics_
+      ->GetCounter("dcm_federation_contract_operations_total",
+                   "Instance operations asked for contracts (SPEC §10)",
+                   std::string("operation=\"") + what + "\"")
+      .Inc();
   asked_[request.root] = now_ms;
   request.type = event_type::kOperationRequested;
   request.event_id = NewUuidV4();

@@ -60,8 +60,8 @@ class ContractPlacer {
                 bool* done);
   // Whether `root` may get a new request now (no operation in progress, none asked recently).
   Result<bool> MayAsk(const std::string& root);
-  void Ask(InstanceEvent request, int64_t now_ms);
-  void Count(const char* operation);
+  // Produces `request` (`what`: "create" | "delete", logged and counted).
+  void Ask(InstanceEvent request, int64_t now_ms, const char* what, const std::string& contract_id);
 
   ContractPlacerOptions options_;
   FederationState contracts_;
