@@ -82,9 +82,17 @@ bool FactEmitter::Acknowledged(Sent sent) {
                EnvelopeOf(sent.fact).root, status.error().message);
     return false;
   }
-  if (!options_.crash_after_fact.empty() && TypeOf(sent.fact) == options_.crash_after_fact) {
-    Logger("instance-worker")->warn("msg=\"crash injection: SIGKILL after {}\"", TypeOf(sent.fact));
-    raise(SIGKILL);
+  if (!options_.crash_after_fact.empty()) {
+    // "TYPE": SIGKILL after it; "SIGSTOP:TYPE": stop there (a stalled process) until SIGCONT.
+    constexpr std::string_view kStop = "SIGSTOP:";
+    const std::string_view hook = options_.crash_after_fact;
+    const bool stop = hook.starts_with(kStop);
+    if (TypeOf(sent.fact) == (stop ? hook.substr(kStop.size()) : hook)) {
+      Logger("instance-worker")
+          ->warn("msg=\"crash injection: {} after {}\"", stop ? "SIGSTOP" : "SIGKILL",
+                 TypeOf(sent.fact));
+      raise(stop ? SIGSTOP : SIGKILL);
+    }
   }
   return true;
 }

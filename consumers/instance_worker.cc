@@ -31,11 +31,13 @@ InstanceWorker::InstanceWorker(InstanceWorkerOptions options, Store* store, Appl
       instances_(instances),
       producer_(producer),
       metrics_(metrics),
+      clock_(clock),
       decider_(store, applied, options_.instances_topic),
       emitter_({options_.instances_topic, options_.source, options_.crash_after_fact}, producer,
                &decider_, clock),
-      sagas_({registry, health, sp, policy, clock}, &emitter_, &decider_, &pool_, metrics,
-             &running_),
+      sagas_({registry, health, sp, policy, clock, options_.federation, options_.discovery_timeout,
+              options_.hold_ttl},
+             &emitter_, &decider_, &pool_, metrics, &running_),
       cleanup_({options_.cleanup_interval, options_.cleanup_max_retries}, instances, registry,
                health, sp, &emitter_, &pool_, metrics) {}
 
@@ -70,7 +72,31 @@ Status InstanceWorker::Start() {
   pool_.Start(options_.threads, "saga");
   group_thread_ = NamedThread("instance-group", [this] { GroupLoop(); });
   cleanup_.Start();
+  if (options_.federation) StartRenewer();
   return OkStatus();
+}
+
+// SPEC §10: the contracts of this instance's roots on peers are renewed here; a lost one becomes
+// a recover_lost_resource request, produced like a client's.
+void InstanceWorker::StartRenewer() {
+  ContractRenewerOptions options;
+  options.rehydrate = options_.rehydrate_on_loss;
+  options.submit = [this](const InstanceEvent& request) {
+    producer_->Produce(
+        options_.requests_topic, request.root, EncodeCloudEvent(EncodeInstanceEvent(request)), {},
+        [root = request.root](Result<KafkaPosition> delivered) {
+          if (delivered) return;
+          Logger("contract-renewer")
+              ->error(
+                  "msg=\"lost-contract request not delivered; asked again at the next "
+                  "start\" root={} error=\"{}\"",
+                  root, delivered.error().message);
+        },
+        KeyPartition(request.root, partitions_));
+  };
+  renewer_ = std::make_unique<ContractRenewer>(std::move(options), instances_, options_.federation,
+                                               &emitter_, metrics_, clock_);
+  renewer_->Start();
 }
 
 void InstanceWorker::Stop() {
@@ -78,6 +104,7 @@ void InstanceWorker::Stop() {
   applied_->Wake();  // a takeover waiting for the projection gives up
   if (group_thread_.joinable()) group_thread_.join();
   cleanup_.Stop();
+  if (renewer_) renewer_->Stop();
   pool_.Stop();
   if (consumer_) consumer_->Close();  // leave the group so the survivors take over at once
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "consumers/cleanup_worker.h"
+#include "consumers/contract_renewer.h"
 #include "consumers/fact_emitter.h"
 #include "consumers/kafka.h"
 #include "consumers/saga_runner.h"
@@ -57,8 +58,13 @@ struct InstanceWorkerOptions {
   // How long an assignment waits for the local projection before deciding from what it has.
   std::chrono::milliseconds catch_up_timeout{30000};
   size_t batch_size = 500;
-  // Test hook (crash injection): SIGKILL this process right after a fact of this type is
-  // acknowledged, as `kill -9` at that saga step would. Empty: off.
+  // SPEC §10, the consumer side (SagaPorts): null = no peers.
+  FederationApi* federation = nullptr;
+  std::chrono::milliseconds discovery_timeout{2000};
+  std::chrono::milliseconds hold_ttl{30000};
+  bool rehydrate_on_loss = false;  // REHYDRATE_ON_PROVIDER_LOSS: a lost contract is rehydrated
+  // Test hook (crash injection): SIGKILL this process ("SIGSTOP:<type>": stop it) right after a
+  // fact of this type is acknowledged, as `kill -9` at that saga step would. Empty: off.
   std::string crash_after_fact;
 };
 
@@ -86,6 +92,7 @@ class InstanceWorker {
 
  private:
   Status CheckTopics();
+  void StartRenewer();
   void GroupLoop();
   std::map<int32_t, int64_t> OnAssigned(const std::vector<int32_t>& partitions);
   size_t ResumeSagas(const std::vector<int32_t>& partitions);
@@ -108,6 +115,7 @@ class InstanceWorker {
   const InstanceView* instances_;
   Producer* producer_;
   Metrics* metrics_;
+  const Clock* clock_;
   int32_t partitions_ = 0;
   std::atomic<bool> running_{false};
   std::atomic<bool> healthy_{true};
@@ -118,6 +126,7 @@ class InstanceWorker {
   TaskPool pool_;
   SagaRunner sagas_;
   CleanupWorker cleanup_;
+  std::unique_ptr<ContractRenewer> renewer_;  // with peers
   std::unique_ptr<Consumer> consumer_;
   std::thread group_thread_;
 };

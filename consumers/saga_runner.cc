@@ -152,28 +152,40 @@ bool SagaRunner::Place(Saga& saga, const SagaStep& step) {
     }
     intent = (*old)->intent;
   }
+  ResourcePlaced placed;
+  placed.resource_id = step.target;
+  placed.catalog_item_instance_id = saga.started.catalog_item_instance_id;
+  placed.old_resource_id = step.old_resource_id;
+  placed.intent = intent;
+  // A peer placement begun before a crash goes on where it was (its hold is this saga's).
+  if (!saga.reservation_id.empty() || !saga.contract_id.empty()) {
+    placed.spec = saga.spec.empty() ? intent : saga.spec;
+    return PlaceOnPeer(saga, step, placed, {422, "no_provider", "no provider could take it"});
+  }
   std::optional<Result<PolicyDecision>> verdict;
   if (ports_.policy) verdict = ports_.policy->Evaluate(intent);
   const auto candidates = Candidates();
   const PlacementDecision placement =
       DecidePlacement(intent, verdict ? &*verdict : nullptr, candidates);
-  if (placement.failure) return Fail(saga, *placement.failure);
+  placed.spec = placement.spec.empty() ? intent : placement.spec;
+  placed.policy = placement.policy;
+  if (placement.failure) {
+    const std::string& reason = placement.failure->reason;
+    if (ports_.federation && (reason == "no_provider" || reason == "no_ready_provider") &&
+        FederationAllowed(placed.spec)) {
+      return PlaceOnPeer(saga, step, placed, *placement.failure);
+    }
+    return Fail(saga, *placement.failure);
+  }
   const Provider& p = placement.chosen->provider;
   {
     std::lock_guard lock(mu_);
     pending_load_[step.target] = p.id;
   }
   saga.placed_resource_id = step.target;
-  ResourcePlaced placed;
-  placed.resource_id = step.target;
-  placed.catalog_item_instance_id = saga.started.catalog_item_instance_id;
-  placed.old_resource_id = step.old_resource_id;
   placed.provider_name = p.spec.name;
   placed.provider_id = p.id;
   placed.service_type = p.spec.service_type;
-  placed.intent = intent;
-  placed.spec = placement.spec;
-  placed.policy = placement.policy;
   if (!Emit(saga, std::move(placed))) return false;
   saga.provider_name = p.spec.name;
   saga.provider_id = p.id;
@@ -195,6 +207,7 @@ bool SagaRunner::CheckNamedProvider(Saga& saga, const SagaStep& step) {
 }
 
 bool SagaRunner::CreateOnProvider(Saga& saga, const std::string& instance_id) {
+  if (!PeerOfProviderName(saga.provider_name).empty()) return CreateOnPeer(saga, instance_id);
   if (saga.Has(event_type::kInstanceCreateFailed)) {  // resumed after the failure was recorded
     return Fail(saga, {502, "create_failed",
                        "provider '" + saga.provider_name + "' did not create instance '" +
@@ -239,6 +252,7 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
   if (!instance) return Fail(saga, {500, "internal", instance.error().message});
   if (!*instance || (*instance)->deleted) return true;  // nothing lives on an SP
   const ServiceTypeInstance& si = **instance;
+  if (auto remote = DecodeRemotePlacement(si.placement)) return DeleteOnPeer(saga, si, *remote);
   if (saga.Has(event_type::kInstanceDeleteFailed)) {  // resumed after the failure was recorded
     return Fail(saga, {502, "delete_failed",
                        "provider '" + si.provider_name + "' did not delete instance '" +

@@ -27,6 +27,7 @@
 #include "projections/registry_projection.h"
 #include "projections/saga_plan.h"
 #include "src/common/clock.h"
+#include "src/common/federation_ports.h"
 #include "src/common/metrics.h"
 #include "src/common/placement_ports.h"
 
@@ -51,6 +52,10 @@ struct SagaPorts {
   ServiceProviderApi* sp = nullptr;
   PolicyEngine* policy = nullptr;  // null: the built-in policy decides
   const Clock* clock = nullptr;
+  // SPEC §10, the consumer side: null = no peers, a request no local provider can serve fails.
+  FederationApi* federation = nullptr;
+  std::chrono::milliseconds discovery_timeout{2000};
+  std::chrono::milliseconds hold_ttl{30000};
 };
 
 class SagaRunner {
@@ -70,6 +75,16 @@ class SagaRunner {
   // Each returns false once the saga has ended (failed, or ownership lost).
   bool RunStep(Saga& saga, const SagaStep& step);
   bool Place(Saga& saga, const SagaStep& step);
+  // SPEC §10 (saga_remote.cc): no local provider fits, so a peer's contract places it.
+  enum class OfferResult { kSigned, kRefused, kEnded };
+  bool PlaceOnPeer(Saga& saga, const SagaStep& step, const ResourcePlaced& placed,
+                   const OperationFailure& local);
+  OfferResult TryOffer(Saga& saga, const SagaStep& step, const PeerOffer& offer,
+                       const std::string& spec);
+  OfferResult Refused(Saga& saga, RemoteFact fact, const Result<PeerAnswer>& answer);
+  bool RecordPeerPlacement(Saga& saga, ResourcePlaced placed);
+  bool CreateOnPeer(Saga& saga, const std::string& instance_id);
+  bool DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si, const RemotePlacement& remote);
   bool CheckNamedProvider(Saga& saga, const SagaStep& step);
   bool CreateOnProvider(Saga& saga, const std::string& instance_id);
   bool DeleteOnProvider(Saga& saga, const std::string& instance_id, DeleteMode mode);

@@ -303,6 +303,40 @@ struct InstanceSummary {
     return "catalog item instance deleted" +
            (e.resource_id.empty() ? "" : " (resource " + ShortId(e.resource_id) + ")");
   }
+  std::string operator()(const RemoteReservationRequested& e) const {
+    return fmt::format("asked peer {} to hold flavour {} for resource {} (reservation {})", e.peer,
+                       e.flavor_id, ShortId(e.resource_id), ShortId(e.reservation_id));
+  }
+  std::string operator()(const RemoteReservationHeld& e) const {
+    return fmt::format("peer {} holds reservation {} until {}", e.peer, ShortId(e.reservation_id),
+                       FormatRfc3339Millis(e.expires_at_ms));
+  }
+  std::string operator()(const RemoteReservationRefused& e) const {
+    std::string out = fmt::format("peer {} refused reservation {}: {}", e.peer,
+                                  ShortId(e.reservation_id), e.reason);
+    if (!e.error.empty()) out += " (" + Detail(e) + ")";
+    return out;
+  }
+  std::string operator()(const RemoteContractSigned& e) const {
+    return fmt::format("contract {} signed with peer {}: its instance {}, until {}",
+                       ShortId(e.contract_id), e.peer, ShortId(e.instance_id),
+                       FormatRfc3339Millis(e.expires_at_ms));
+  }
+  std::string operator()(const RemoteContractRenewed& e) const {
+    return fmt::format("contract {} with peer {} renewed until {}", ShortId(e.contract_id), e.peer,
+                       FormatRfc3339Millis(e.expires_at_ms));
+  }
+  std::string operator()(const RemoteContractExpired& e) const {
+    return fmt::format("contract {} with peer {} is gone ({}): resource {} lost",
+                       ShortId(e.contract_id), e.peer, e.reason, ShortId(e.resource_id));
+  }
+  std::string operator()(const RemoteContractRevoked& e) const {
+    return fmt::format("contract {} revoked by peer {}: resource {} lost", ShortId(e.contract_id),
+                       e.peer, ShortId(e.resource_id));
+  }
+  std::string operator()(const RemoteContractTerminated& e) const {
+    return fmt::format("contract {} with peer {} terminated", ShortId(e.contract_id), e.peer);
+  }
 
  private:
   template <typename Fact>
@@ -419,7 +453,7 @@ std::string Summarize(const CloudEvent& event) {
     return "peer " + SummarizeHealthProbe(event, kPeerHealth);
   if (type == event_type::kPeerHealthChanged) return SummarizeHealthChange(event, kPeerHealth);
   if (type == event_type::kHeartbeatRecorded) return SummarizeHeartbeat(event);
-  if (IsInstanceEventType(type)) return SummarizeInstanceEvent(event);
+  if (IsInstanceEvent(event)) return SummarizeInstanceEvent(event);
   if (type.starts_with(event_type::kStatusPrefix)) return SummarizeStatus(event);
   if (IsFederationRequestType(type) || IsFederationOutcomeType(type)) {
     return SummarizeFederationEvent(event);

@@ -30,7 +30,7 @@ enum class Kind {
   kString,  // a string; "" = absent
   kObject,  // a JSON object, kept as minified text; "" = absent
   kInt,     // a non-negative integer that fits an int
-  kTime,    // requested_at: an RFC 3339 string, held as unix millis; 0 = absent
+  kTime,    // an RFC 3339 string, held as unix millis; 0 = absent
   kBool,    // written only when true
 };
 
@@ -41,6 +41,7 @@ struct FieldDef {
   int InstanceEvent::*number = nullptr;        // kInt
   bool InstanceEvent::*flag = nullptr;         // kBool
   bool cleanup_counter = false;                // kInt every dcm.cleanup.* writes (even 0)
+  int64_t InstanceEvent::*millis = nullptr;    // kTime
 };
 
 // Every data field, in the struct's declaration order (the order Encode writes them).
@@ -67,9 +68,16 @@ const FieldDef kFields[] = {
     {"http_status", Kind::kInt, nullptr, &InstanceEvent::http_status},
     {"retry_count", Kind::kInt, nullptr, &InstanceEvent::retry_count, nullptr, true},
     {"max_retries", Kind::kInt, nullptr, &InstanceEvent::max_retries, nullptr, true},
-    {"requested_at", Kind::kTime},
+    {"requested_at", Kind::kTime, nullptr, nullptr, nullptr, false,
+     &InstanceEvent::requested_at_ms},
     {"deferred", Kind::kBool, nullptr, nullptr, &InstanceEvent::deferred},
     {"force", Kind::kBool, nullptr, nullptr, &InstanceEvent::force},
+    {"placement", Kind::kObject, &InstanceEvent::placement},
+    {"peer", Kind::kString, &InstanceEvent::peer},
+    {"reservation_id", Kind::kString, &InstanceEvent::reservation_id},
+    {"flavor_id", Kind::kString, &InstanceEvent::flavor_id},
+    {"contract_id", Kind::kString, &InstanceEvent::contract_id},
+    {"expires_at", Kind::kTime, nullptr, nullptr, nullptr, false, &InstanceEvent::expires_at_ms},
 };
 constexpr size_t kFieldCount = sizeof(kFields) / sizeof(kFields[0]);
 static_assert(kFieldCount <= 32, "presence is tracked in a uint32_t");
@@ -114,6 +122,22 @@ const TypeRule kTypeRules[] = {
      "request_id root catalog_item_instance_id old_resource_id new_resource_id provider_name"},
     {event_type::kCatalogItemInstanceDeleted, &InstanceEvent::catalog_item_instance_id,
      "request_id root catalog_item_instance_id"},
+    {event_type::kRemoteReservationRequested, &InstanceEvent::resource_id,
+     "request_id root resource_id peer reservation_id flavor_id"},
+    {event_type::kRemoteReservationHeld, &InstanceEvent::resource_id,
+     "request_id root resource_id peer reservation_id expires_at"},
+    {event_type::kRemoteReservationRefused, &InstanceEvent::resource_id,
+     "request_id root resource_id peer reservation_id reason"},
+    {event_type::kRemoteContractSigned, &InstanceEvent::resource_id,
+     "request_id root resource_id peer reservation_id contract_id instance_id expires_at"},
+    {event_type::kRemoteContractRenewed, &InstanceEvent::resource_id,
+     "root resource_id peer contract_id expires_at"},
+    {event_type::kRemoteContractExpired, &InstanceEvent::resource_id,
+     "root resource_id peer contract_id reason"},
+    {event_type::kRemoteContractRevoked, &InstanceEvent::resource_id,
+     "root resource_id peer contract_id reason"},
+    {event_type::kRemoteContractTerminated, &InstanceEvent::resource_id,
+     "root resource_id peer contract_id"},
 };
 
 const TypeRule* RuleOf(std::string_view type) {
@@ -140,7 +164,7 @@ bool Written(const InstanceEvent& e, const FieldDef& field) {
     case Kind::kInt:
       return e.*field.number != 0 || (field.cleanup_counter && IsCleanupType(e.type));
     case Kind::kTime:
-      return e.requested_at_ms != 0;
+      return e.*field.millis != 0;
     case Kind::kBool:
       return e.*field.flag;
   }
@@ -190,7 +214,7 @@ Status ReadField(simdjson::dom::object data, const std::string& type, const Fiel
       std::optional<int64_t> millis;
       if (!value->get(text)) millis = ReadTime(text);
       if (!millis) return Corrupt(type, field.name, "must be an RFC 3339 time");
-      out->requested_at_ms = *millis;
+      out->*field.millis = *millis;
       break;
     }
     case Kind::kBool: {
@@ -224,6 +248,15 @@ Status CheckRequired(const InstanceEvent& e, const TypeRule& rule, uint32_t pres
 }  // namespace
 
 bool IsInstanceEventType(std::string_view type) { return RuleOf(type) != nullptr; }
+
+bool IsInstanceEvent(const CloudEvent& event) {
+  if (!IsInstanceEventType(event.type)) return false;
+  if (!event.type.starts_with("dcm.reservation.") && !event.type.starts_with("dcm.contract.")) {
+    return true;
+  }
+  auto data = ParseJson(event.data);
+  return data && data->is_object() && Member(simdjson::dom::object(*data), "root").has_value();
+}
 
 const char* OperationName(Operation op) {
   switch (op) {
@@ -276,8 +309,10 @@ CloudEvent EncodeInstanceEvent(const InstanceEvent& event) {
   } else if (event.type == event_type::kOperationRequested) {
     e.id = event.request_id;
   } else {
-    // A re-decided request re-emits the same fact with the same id: consumers drop it.
-    e.id = DeterministicUuid(event.request_id + "/" + event.type + "/" + e.subject);
+    // A re-decided request re-emits the same fact with the same id: consumers drop it. A saga
+    // asks several peers: each peer's facts are distinct.
+    e.id = DeterministicUuid(event.request_id + "/" + event.type + "/" + e.subject +
+                             (event.peer.empty() ? "" : "/" + event.peer));
   }
 
   JsonWriter w;
@@ -296,7 +331,7 @@ CloudEvent EncodeInstanceEvent(const InstanceEvent& event) {
         w.Int(event.*field.number);
         break;
       case Kind::kTime:
-        w.String(FormatRfc3339Millis(event.requested_at_ms));
+        w.String(FormatRfc3339Millis(event.*field.millis));
         break;
       case Kind::kBool:
         w.Bool(true);

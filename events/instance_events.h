@@ -55,6 +55,17 @@ inline constexpr char kCleanupRetried[] = "dcm.cleanup.retried";
 inline constexpr char kCatalogItemInstanceCreated[] = "dcm.catalog_item_instance.created";
 inline constexpr char kCatalogItemInstanceRehydrated[] = "dcm.catalog_item_instance.rehydrated";
 inline constexpr char kCatalogItemInstanceDeleted[] = "dcm.catalog_item_instance.deleted";
+// dcm.instances: a placement on a peer enclave (SPEC §10, the consumer side). The same type names
+// as the provider enclave's outcomes on dcm.federation (events/federation_events.h), with this
+// codec's data: a reader tells them apart by topic (or tries this codec first: `root`).
+inline constexpr char kRemoteReservationRequested[] = "dcm.reservation.requested";
+inline constexpr char kRemoteReservationHeld[] = "dcm.reservation.held";
+inline constexpr char kRemoteReservationRefused[] = "dcm.reservation.refused";
+inline constexpr char kRemoteContractSigned[] = "dcm.contract.signed";
+inline constexpr char kRemoteContractRenewed[] = "dcm.contract.renewed";
+inline constexpr char kRemoteContractExpired[] = "dcm.contract.expired";
+inline constexpr char kRemoteContractRevoked[] = "dcm.contract.revoked";
+inline constexpr char kRemoteContractTerminated[] = "dcm.contract.terminated";
 // dcm.status (SP-produced, SPEC §3.3): type dcm.status.{service_type}
 inline constexpr char kStatusPrefix[] = "dcm.status.";
 }  // namespace event_type
@@ -80,8 +91,20 @@ inline constexpr const char* kInstanceEventTypes[] = {
     event_type::kCatalogItemInstanceCreated,
     event_type::kCatalogItemInstanceRehydrated,
     event_type::kCatalogItemInstanceDeleted,
+    event_type::kRemoteReservationRequested,
+    event_type::kRemoteReservationHeld,
+    event_type::kRemoteReservationRefused,
+    event_type::kRemoteContractSigned,
+    event_type::kRemoteContractRenewed,
+    event_type::kRemoteContractExpired,
+    event_type::kRemoteContractRevoked,
+    event_type::kRemoteContractTerminated,
 };
 bool IsInstanceEventType(std::string_view type);
+// Whether `event` is an instance event: its type is one, and for a type dcm.federation's outcomes
+// share (dcm.reservation.held, dcm.contract.signed, ...), its data has a `root` (theirs never
+// does). For readers that see several topics at once (the audit summary, tools).
+bool IsInstanceEvent(const CloudEvent& event);
 
 inline constexpr int kInstanceEventSchemaVersion = 1;
 
@@ -154,6 +177,13 @@ struct InstanceEvent {
   int64_t requested_at_ms = 0;  // cleanup.enqueued
   bool deferred = false;        // delete requests: queue for cleanup instead of calling the SP
   bool force = false;           // reserved for delete requests
+  // A placement on a peer enclave (SPEC §10).
+  std::string placement;       // resource.placed, created: {"kind":"remote","peer","contract_id"}
+  std::string peer;            // the peer enclave's id
+  std::string reservation_id;  // UUIDv5 of the operation, the resource and the peer
+  std::string flavor_id;       // the peer's flavour
+  std::string contract_id;     // the peer's contract (its instance id is instance_id)
+  int64_t expires_at_ms = 0;   // the hold's or the contract's lease end
 
   bool operator==(const InstanceEvent&) const = default;
 };

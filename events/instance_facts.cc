@@ -89,6 +89,7 @@ constexpr auto kFieldsOf<ResourcePlaced> = std::tuple{
     Bind{&ResourcePlaced::spec, &E::spec},
     Bind{&ResourcePlaced::intent, &E::intent},
     Bind{&ResourcePlaced::policy, &E::policy},
+    Bind{&ResourcePlaced::placement, &E::placement},
 };
 template <>
 constexpr auto kFieldsOf<ResourceDeleted> = std::tuple{
@@ -108,7 +109,8 @@ constexpr auto kFieldsOf<ResourceLost> = std::tuple{
 template <>
 constexpr auto kFieldsOf<InstanceCreated> =
     std::tuple_cat(kSpInstance, std::tuple{Bind{&InstanceCreated::spec, &E::spec},
-                                           Bind{&InstanceCreated::status, &E::status}});
+                                           Bind{&InstanceCreated::status, &E::status},
+                                           Bind{&InstanceCreated::placement, &E::placement}});
 template <>
 constexpr auto kFieldsOf<InstanceCreateFailed> =
     std::tuple_cat(kSpInstance, std::tuple{Bind{&InstanceCreateFailed::error, &E::error}});
@@ -154,6 +156,35 @@ constexpr auto kFieldsOf<CatalogItemInstanceDeleted> = std::tuple{
     Bind{&CatalogItemInstanceDeleted::catalog_item_instance_id, &E::catalog_item_instance_id},
     Bind{&CatalogItemInstanceDeleted::resource_id, &E::resource_id},
 };
+
+constexpr auto kRemote = std::tuple{
+    Bind{&RemoteFact::resource_id, &E::resource_id},
+    Bind{&RemoteFact::instance_id, &E::instance_id},
+    Bind{&RemoteFact::peer, &E::peer},
+    Bind{&RemoteFact::reservation_id, &E::reservation_id},
+    Bind{&RemoteFact::flavor_id, &E::flavor_id},
+    Bind{&RemoteFact::contract_id, &E::contract_id},
+    Bind{&RemoteFact::reason, &E::reason},
+    Bind{&RemoteFact::error, &E::error},
+    Bind{&RemoteFact::http_status, &E::http_status},
+    Bind{&RemoteFact::expires_at_ms, &E::expires_at_ms},
+};
+template <>
+constexpr auto kFieldsOf<RemoteReservationRequested> = kRemote;
+template <>
+constexpr auto kFieldsOf<RemoteReservationHeld> = kRemote;
+template <>
+constexpr auto kFieldsOf<RemoteReservationRefused> = kRemote;
+template <>
+constexpr auto kFieldsOf<RemoteContractSigned> = kRemote;
+template <>
+constexpr auto kFieldsOf<RemoteContractRenewed> = kRemote;
+template <>
+constexpr auto kFieldsOf<RemoteContractExpired> = kRemote;
+template <>
+constexpr auto kFieldsOf<RemoteContractRevoked> = kRemote;
+template <>
+constexpr auto kFieldsOf<RemoteContractTerminated> = kRemote;
 
 constexpr auto kEnvelope = std::tuple{
     Bind{&InstanceEnvelope::event_id, &E::event_id},

@@ -85,6 +85,7 @@ struct OperationFailed : OperationEnd {
 
 struct ResourcePlaced : InstanceEnvelope {
   static constexpr const char* kType = event_type::kResourcePlaced;
+  std::string placement;  // on a peer: {"kind":"remote","peer","contract_id"}; "" = local
   std::string catalog_item_instance_id;
   std::string resource_id;
   std::string old_resource_id;
@@ -132,6 +133,7 @@ struct InstanceCreated : SpInstanceFact {
   static constexpr const char* kType = event_type::kInstanceCreated;
   std::string spec;
   std::string status;
+  std::string placement;  // as resource.placed's
   bool operator==(const InstanceCreated&) const = default;
 };
 struct InstanceCreateFailed : SpInstanceFact {
@@ -203,6 +205,30 @@ struct CatalogItemInstanceDeleted : InstanceEnvelope {
   bool operator==(const CatalogItemInstanceDeleted&) const = default;
 };
 
+// A step of a placement on a peer enclave (SPEC §10): `resource_id` is this enclave's resource,
+// `instance_id` the peer's instance (a signed contract's remote_instance_id).
+struct RemoteFact : InstanceEnvelope {
+  std::string resource_id;
+  std::string instance_id;
+  std::string peer;
+  std::string reservation_id;
+  std::string flavor_id;
+  std::string contract_id;
+  std::string reason;  // refused: the peer's reason (no_capacity, expired, ...) or "unreachable"
+  std::string error;   // refused: what the peer said, bounded
+  int http_status = 0;
+  int64_t expires_at_ms = 0;  // held, signed: the lease's end
+  bool operator==(const RemoteFact&) const = default;
+};
+using RemoteReservationRequested = Tagged<RemoteFact, event_type::kRemoteReservationRequested>;
+using RemoteReservationHeld = Tagged<RemoteFact, event_type::kRemoteReservationHeld>;
+using RemoteReservationRefused = Tagged<RemoteFact, event_type::kRemoteReservationRefused>;
+using RemoteContractSigned = Tagged<RemoteFact, event_type::kRemoteContractSigned>;
+using RemoteContractRenewed = Tagged<RemoteFact, event_type::kRemoteContractRenewed>;
+using RemoteContractExpired = Tagged<RemoteFact, event_type::kRemoteContractExpired>;
+using RemoteContractRevoked = Tagged<RemoteFact, event_type::kRemoteContractRevoked>;
+using RemoteContractTerminated = Tagged<RemoteFact, event_type::kRemoteContractTerminated>;
+
 // Every instance event type, in the catalogue order of kInstanceEventTypes.
 using InstanceFact =
     std::variant<OperationRequested, OperationStarted, OperationCompleted, OperationFailed,
@@ -210,7 +236,9 @@ using InstanceFact =
                  InstanceCreateFailed, InstanceDeleted, InstanceDeleteFailed, CleanupEnqueued,
                  CleanupParked, CleanupAttempted, CleanupFailed, CleanupRetried,
                  CatalogItemInstanceCreated, CatalogItemInstanceRehydrated,
-                 CatalogItemInstanceDeleted>;
+                 CatalogItemInstanceDeleted, RemoteReservationRequested, RemoteReservationHeld,
+                 RemoteReservationRefused, RemoteContractSigned, RemoteContractRenewed,
+                 RemoteContractExpired, RemoteContractRevoked, RemoteContractTerminated>;
 
 // The fact's type tag (its alternative's kType) and envelope.
 const char* TypeOf(const InstanceFact& fact);

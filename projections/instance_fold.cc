@@ -101,6 +101,16 @@ class Fold {
     saga.provider_id = e.provider_id;
     saga.spec = e.spec;
   }
+  static void Remember(const RemoteFact& e, Saga& saga) {
+    saga.peer = e.peer;
+    saga.flavor_id = e.flavor_id.empty() ? saga.flavor_id : e.flavor_id;
+    saga.reservation_id = e.reservation_id;
+    saga.contract_id = e.contract_id;
+    saga.remote_instance_id = e.instance_id;
+  }
+  static void Remember(const RemoteReservationRefused&, Saga& saga) {
+    saga.peer = saga.flavor_id = saga.reservation_id = "";
+  }
 
   // A fact of the saga in progress on its root: remember it as a step.
   template <typename Fact>
@@ -130,6 +140,7 @@ class Fold {
     if (!e.intent.empty()) r.intent = e.intent;
     if (!e.spec.empty()) r.spec = e.spec;
     r.policy = e.policy;
+    r.placement = e.placement;
     r.status = kPlacedStatus;
     r.create_time_ms = e.time_ms;
     r.update_time_ms = e.time_ms;
@@ -167,9 +178,11 @@ class Fold {
       s.service_type = e.service_type;
       if (!e.spec.empty()) s.spec = e.spec;
       s.status = e.status;
+      s.placement = e.placement;
       s.create_time_ms = e.time_ms;
       s.update_time_ms = e.time_ms;
       batch_.Put(key, EncodeServiceTypeInstance(s));
+      if (!s.placement.empty()) batch_.Put(Key(kPeerInstanceKey, s.id), s.root);
       RETURN_IF_ERROR(AddLoad(s.provider_id, +1));
     }
     ASSIGN_OR_RETURN(auto resource, Get<Resource>(kResourceKey, e.instance_id, &DecodeResource));
@@ -191,6 +204,10 @@ class Fold {
 
   Status Apply(const InstanceDeleteFailed&) { return OkStatus(); }
 
+  // A peer placement's steps live in the saga (RecordStep) and the audit log; the resource and
+  // the instance are the placed and created facts'.
+  Status Apply(const RemoteFact&) { return OkStatus(); }
+
   // The SP confirmed `id` is gone: the instance is kept as deleted (its live flag flips once,
   // so the provider's load drops once), and its cleanup and placement records go.
   template <typename Fact>
@@ -207,6 +224,7 @@ class Fold {
     }
     batch_.Delete(Key(kCleanupKey, id));
     batch_.Delete(Key(kResourceKey, id));
+    batch_.Delete(Key(kPeerInstanceKey, id));
     return OkStatus();
   }
 

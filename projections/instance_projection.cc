@@ -166,6 +166,22 @@ Result<std::vector<CleanupRecord>> InstanceView::ListCleanupFor(
       [&](const CleanupRecord& q) { return accept(q.root); });
 }
 
+Result<std::vector<ServiceTypeInstance>> InstanceView::ListPeerInstancesFor(
+    const std::function<bool(const std::string& root)>& accept) const {
+  std::vector<std::string> ids;
+  RETURN_IF_ERROR(
+      store_->Scan(kPeerInstanceKey, "", [&](std::string_view key, std::string_view root) {
+        if (accept(std::string(root))) ids.emplace_back(key.substr(kPeerInstanceKey.size()));
+        return true;
+      }));
+  std::vector<ServiceTypeInstance> out;
+  for (const std::string& id : ids) {
+    ASSIGN_OR_RETURN(auto instance, GetInstance(id));
+    if (instance && !instance->deleted) out.push_back(std::move(*instance));
+  }
+  return out;
+}
+
 Result<int64_t> InstanceView::LiveInstances(const std::string& provider_id) const {
   ASSIGN_OR_RETURN(auto stored, store_->Get(Key(kLoadKey, provider_id), overlay_));
   if (!stored) return int64_t{0};

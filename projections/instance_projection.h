@@ -56,6 +56,7 @@ struct Resource {
   std::string spec = "{}";    // evaluated spec sent to the SP
   std::string policy;         // "builtin" | "policy_manager"
   std::string status;         // "PLACED" until the SP accepted it, then its SP status
+  std::string placement;      // on a peer enclave: {"kind":"remote","peer","contract_id"}
   int64_t create_time_ms = 0;
   int64_t update_time_ms = 0;
   bool operator==(const Resource&) const = default;
@@ -68,7 +69,8 @@ struct ServiceTypeInstance {
   std::string provider_id;
   std::string service_type;
   std::string spec = "{}";
-  std::string status;  // as the SP answered the create ("PROVISIONING"); "DELETED" once deleted
+  std::string status;     // as the SP answered the create ("PROVISIONING"); "DELETED" once deleted
+  std::string placement;  // as its resource's
   bool deleted = false;
   int64_t create_time_ms = 0;
   int64_t update_time_ms = 0;
@@ -99,6 +101,13 @@ struct Saga {
   std::string provider_name;
   std::string provider_id;
   std::string spec;  // evaluated spec
+  // A placement on a peer (SPEC §10): the reservation asked or held (cleared when refused),
+  // then its contract.
+  std::string peer;
+  std::string flavor_id;
+  std::string reservation_id;
+  std::string contract_id;
+  std::string remote_instance_id;
   bool Has(std::string_view type) const;
   bool operator==(const Saga&) const = default;
 };
@@ -196,6 +205,9 @@ class InstanceView {
       const std::function<bool(const std::string& root)>& accept) const;
   // Live (not deleted) service-type instances on a provider.
   Result<int64_t> LiveInstances(const std::string& provider_id) const;
+  // The live instances on peer enclaves (SPEC §10) whose root `accept`s.
+  Result<std::vector<ServiceTypeInstance>> ListPeerInstancesFor(
+      const std::function<bool(const std::string& root)>& accept) const;
   Result<std::optional<SpStatus>> GetSpStatus(const std::string& instance_id) const;
   // The terminal event type recorded for a request, if any (dedupe of requests).
   Result<std::optional<std::string>> RequestOutcome(const std::string& request_id) const;

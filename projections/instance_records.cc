@@ -87,6 +87,7 @@ enum class Api {
   kStringIfSet,   // the string, only when not empty
   kStringOrNull,  // the string, null when empty
   kJson,          // the JSON object text, embedded
+  kJsonIfSet,     // the JSON object text, only when set (and stored only when set)
   kTime,          // RFC 3339 (ms) of the int64 milliseconds
   kTimeOrNull,    // the same, null when 0
   kInt,           // the int
@@ -110,6 +111,7 @@ std::string EncodeFields(const T& x, const std::vector<Field<T>>& fields) {
   w.BeginObject();
   for (const auto& f : fields) {
     if (!f.stored) continue;
+    if (f.api_kind == Api::kJsonIfSet && (x.*f.str).empty()) continue;
     if (f.str) w.Field(f.stored, x.*f.str);
     if (f.i64) w.Field(f.stored, x.*f.i64);
     if (f.i32) w.Field(f.stored, x.*f.i32);
@@ -159,6 +161,12 @@ void WriteApi(JsonWriter& w, const T& x, const std::vector<Field<T>>& fields,
         w.Key(f.api);
         w.Raw(text->empty() ? "{}" : *text);
         break;
+      case Api::kJsonIfSet:
+        if (!text->empty()) {
+          w.Key(f.api);
+          w.Raw(*text);
+        }
+        break;
       case Api::kTime:
         w.Field(f.api, FormatRfc3339Millis(ms));
         break;
@@ -202,6 +210,7 @@ const std::vector<Field<R>> kResourceFields = {
     {"intent", "intent", Api::kJson, &R::intent},
     {"spec", nullptr, Api::kNone, &R::spec},
     {"policy", "policy", Api::kString, &R::policy},
+    {"placement", "placement", Api::kJsonIfSet, &R::placement},
     {"status", "status", Api::kStatus, &R::status},
     {"create_time_ms", "create_time", Api::kTime, nullptr, &R::create_time_ms},
     {"update_time_ms", "update_time", Api::kTime, nullptr, &R::update_time_ms},
@@ -215,6 +224,7 @@ const std::vector<Field<S>> kServiceTypeInstanceFields = {
     {"provider_id", nullptr, Api::kNone, &S::provider_id},
     {"service_type", "service_type", Api::kString, &S::service_type},
     {"spec", "spec", Api::kJson, &S::spec},
+    {"placement", "placement", Api::kJsonIfSet, &S::placement},
     {"status", "status", Api::kStatus, &S::status},
     {"deleted", nullptr, Api::kNone, nullptr, nullptr, nullptr, &S::deleted},
     {"create_time_ms", "create_time", Api::kTime, nullptr, &S::create_time_ms},
@@ -284,6 +294,14 @@ std::string EncodeSaga(const Saga& g) {
   w.Field("provider_name", g.provider_name);
   w.Field("provider_id", g.provider_id);
   w.Field("spec", g.spec);
+  // A peer placement's progress, only when there is one (older records have none).
+  if (!g.peer.empty()) {
+    w.Field("peer", g.peer);
+    w.Field("flavor_id", g.flavor_id);
+    w.Field("reservation_id", g.reservation_id);
+    w.Field("contract_id", g.contract_id);
+    w.Field("remote_instance_id", g.remote_instance_id);
+  }
   w.EndObject();
   return w.Take();
 }
@@ -301,6 +319,11 @@ Result<Saga> DecodeSaga(std::string_view json) {
     r.Str("provider_name", g.provider_name);
     r.Str("provider_id", g.provider_id);
     r.Str("spec", g.spec);
+    r.Str("peer", g.peer);
+    r.Str("flavor_id", g.flavor_id);
+    r.Str("reservation_id", g.reservation_id);
+    r.Str("contract_id", g.contract_id);
+    r.Str("remote_instance_id", g.remote_instance_id);
     RETURN_IF_ERROR(Checked(r, kWhat));
   }
   // Parsing `started` reuses the thread's parser: everything above is copied out already.

@@ -23,6 +23,8 @@ inline constexpr std::string_view kCleanupKey = "in/q/";
 inline constexpr std::string_view kSagaKey = "in/g/";
 inline constexpr std::string_view kLoadKey = "in/l/";
 inline constexpr std::string_view kOutcomeKey = "in/x/";
+// A live instance on a peer enclave (SPEC §10) -> its root: what the contract renewer walks.
+inline constexpr std::string_view kPeerInstanceKey = "in/p/";
 inline constexpr std::string_view kSpStatusKey = "ss/";
 
 inline constexpr char kPlacedStatus[] = "PLACED";

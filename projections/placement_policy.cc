@@ -230,4 +230,9 @@ std::string SpecServiceType(const std::string& spec_json) {
   return StringMember(spec, "service_type", "serviceType");
 }
 
+std::string SpecRegion(const std::string& spec_json) {
+  auto filter = ReadSpec(spec_json);
+  return filter && filter->region ? *filter->region : "";
+}
+
 }  // namespace dcm

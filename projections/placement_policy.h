@@ -58,4 +58,7 @@ PlacementChoice CheckSelectedProvider(const std::string& spec_json, const std::s
 // spec.service_type, or "" when missing/not a string.
 std::string SpecServiceType(const std::string& spec_json);
 
+// The region the spec asks for (provider_hints.region, else metadata.labels.region), or "".
+std::string SpecRegion(const std::string& spec_json);
+
 }  // namespace dcm

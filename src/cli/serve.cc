@@ -67,6 +67,8 @@ struct ServeFlags {
   std::string federation_price = "0 EUR/hour";
   std::string federation_flavor_ttl = "30s";
   std::string federation_contract_ttl = "10m";
+  std::string federation_discovery_timeout = "2s";
+  std::string federation_hold_ttl = "30s";
 };
 
 // Consumer long-poll on the embedded mock, in ms (see ResolveFlags).
@@ -110,7 +112,11 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
         std::tuple{&flags.federation_flavor_ttl, &config.federation.flavor_ttl,
                    "FEDERATION_FLAVOR_TTL"},
         std::tuple{&flags.federation_contract_ttl, &config.federation.contract_ttl,
-                   "FEDERATION_CONTRACT_TTL"}}) {
+                   "FEDERATION_CONTRACT_TTL"},
+        std::tuple{&flags.federation_discovery_timeout, &config.federation.discovery_timeout,
+                   "FEDERATION_DISCOVERY_TIMEOUT"},
+        std::tuple{&flags.federation_hold_ttl, &config.federation.hold_ttl,
+                   "FEDERATION_HOLD_TTL"}}) {
     auto parsed = ParseGoDuration(*text);
     if (!parsed)
       return MakeError(parsed.error().code, std::string(name) + ": " + parsed.error().message);
@@ -502,7 +508,8 @@ void RegisterInstanceFlags(CLI::App* cmd, ServeFlags& flags) {
                 "Decide instance operations and run cleanup on this instance")
       ->envname("DCM_INSTANCE_WORKER_ENABLED");
   cmd->add_option("--test-crash-after-fact", flags.crash_after_fact,
-                  "Test hook: SIGKILL this process after emitting a fact of this type")
+                  "Test hook: SIGKILL this process after emitting a fact of this type "
+                  "('SIGSTOP:<type>': stop it there instead, until SIGCONT)")
       ->envname("DCM_TEST_CRASH_AFTER_FACT")
       ->group("");  // hidden
 }
@@ -530,6 +537,15 @@ void RegisterFederationFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_option("--federation-contract-ttl", flags.federation_contract_ttl,
                   "A signed or renewed contract's lease; the consumer renews it before its end")
       ->envname("FEDERATION_CONTRACT_TTL")
+      ->capture_default_str();
+  cmd->add_option("--federation-discovery-timeout", flags.federation_discovery_timeout,
+                  "How long a placement asks the Ready peers for flavours; a slower peer is "
+                  "skipped")
+      ->envname("FEDERATION_DISCOVERY_TIMEOUT")
+      ->capture_default_str();
+  cmd->add_option("--federation-hold-ttl", flags.federation_hold_ttl,
+                  "The hold a placement asks a peer for (it confirms at once)")
+      ->envname("FEDERATION_HOLD_TTL")
       ->capture_default_str();
 }
 

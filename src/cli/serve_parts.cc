@@ -189,6 +189,17 @@ void AddPlacementClients(ServeParts& parts) {
   const auto& trust = *parts.trust;
   parts.sp_api = std::make_unique<http::HttpServiceProviderApi>(
       instances.sp_timeout, http::HttpClientOptions{trust.outbound(), trust.sp_tls()});
+  if (!parts.config.federation.peers.empty()) {
+    // Peers are operator-configured (SPEC §6): no outbound filter; TLS verified as for SPs.
+    parts.federation_api = std::make_unique<http::HttpFederationApi>(
+        parts.config.federation.enclave_id, parts.config.federation.peers,
+        [v = parts.views.get()](const std::string& peer) {
+          auto health = v->peer_health.Get(peer);
+          const HealthRecord* record = health && *health ? &**health : nullptr;
+          return EffectiveHealthStatus(record, 0) == HealthStatus::kReady;
+        },
+        instances.sp_timeout, http::HttpClientOptions{nullptr, trust.sp_tls()});
+  }
   if (instances.policy_manager_url.empty()) return;
   // Operator-configured: not filtered by the outbound policy, verified like SPs.
   parts.policy = std::make_unique<http::HttpPolicyEngine>(
@@ -214,6 +225,10 @@ void AddInstanceWorker(ServeParts& parts) {
   options.cleanup_max_retries = config.instances.cleanup_max_retries;
   options.threads = config.instances.worker_threads;
   options.crash_after_fact = parts.settings.crash_after_fact;
+  options.federation = parts.federation_api.get();
+  options.discovery_timeout = config.federation.discovery_timeout;
+  options.hold_ttl = config.federation.hold_ttl;
+  options.rehydrate_on_loss = config.instances.rehydrate_on_provider_loss;
   const Views& v = *parts.views;
   parts.worker = std::make_unique<InstanceWorker>(
       options, parts.store.get(), &parts.applied_offsets, &v.instances, &v.registry, &v.health,

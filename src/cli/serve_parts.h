@@ -54,6 +54,7 @@
 #include "src/common/config.h"
 #include "src/common/metrics.h"
 #include "src/http/consistent_reads.h"
+#include "src/http/federation_client.h"
 #include "src/http/federation_handlers.h"
 #include "src/http/heavy_reads.h"
 #include "src/http/ops_handlers.h"
@@ -118,7 +119,8 @@ struct ServeParts {
   std::unique_ptr<Producer> health_producer;
   std::unique_ptr<http::ProbeClient> probe_client;
   std::unique_ptr<http::HttpServiceProviderApi> sp_api;
-  std::unique_ptr<http::HttpPolicyEngine> policy;  // null: the built-in placement policy
+  std::unique_ptr<http::HttpFederationApi> federation_api;  // with FEDERATION_PEERS
+  std::unique_ptr<http::HttpPolicyEngine> policy;           // null: the built-in placement policy
   std::unique_ptr<InstanceWorker> worker;
   std::unique_ptr<Registrar> registrar;
   std::unique_ptr<FederationWorker> federation_worker;  // null unless AddFederationDecider ran

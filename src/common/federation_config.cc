@@ -115,6 +115,12 @@ Status ValidateFederationConfig(const FederationConfig& f,
   if (f.contract_ttl < std::chrono::seconds(1)) {
     return Invalid("FEDERATION_CONTRACT_TTL must be at least 1s");
   }
+  if (f.hold_ttl < std::chrono::seconds(1) || f.hold_ttl > std::chrono::hours(24)) {
+    return Invalid("FEDERATION_HOLD_TTL must be from 1s to 24h (what a peer accepts)");
+  }
+  if (f.discovery_timeout < std::chrono::milliseconds(100)) {
+    return Invalid("FEDERATION_DISCOVERY_TIMEOUT must be at least 100ms");
+  }
   return OkStatus();
 }
 

@@ -49,6 +49,12 @@ struct FederationConfig {
   // A contract's lease (FEDERATION_CONTRACT_TTL): the consumer renews it, else the provider
   // enclave expires it and deletes the instance. 10 min: a few renewals' worth of a peer outage.
   std::chrono::milliseconds contract_ttl{10 * 60 * 1000};
+  // The consumer side: how long a placement asks the Ready peers for flavours
+  // (FEDERATION_DISCOVERY_TIMEOUT; a peer that has not answered by then is skipped), and the hold
+  // it asks a peer for (FEDERATION_HOLD_TTL; the confirm follows at once, so a hold outlives only
+  // a consumer that stalls or crashes).
+  std::chrono::milliseconds discovery_timeout{2000};
+  std::chrono::milliseconds hold_ttl{30000};
 };
 
 // An enclave id: a DNS label (1-63 of a-z, 0-9, '-', not starting or ending with '-').

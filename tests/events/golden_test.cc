@@ -150,7 +150,7 @@ CloudEvent ReEncode(const CloudEvent& event) {
     }
     return again;
   }
-  if (IsInstanceEventType(event.type)) {
+  if (IsInstanceEvent(event)) {
     auto decoded = DecodeInstanceEvent(event);
     EXPECT_TRUE(decoded.has_value()) << decoded.error().message;
     if (!decoded) return {};
@@ -391,14 +391,15 @@ TEST(GoldenTest, InstanceGoldensOfARequestCarryTheirDeterministicEventId) {
   for (const auto& golden : LoadGoldens()) {
     auto event = DecodeCloudEvent(golden.json);
     ASSERT_TRUE(event.has_value()) << golden.file;
-    if (!IsInstanceEventType(event->type)) continue;
+    if (!IsInstanceEvent(*event)) continue;
     auto decoded = DecodeInstanceEvent(*event);
     ASSERT_TRUE(decoded.has_value()) << golden.file;
     if (decoded->request_id.empty()) continue;
-    const std::string expected =
-        event->type == event_type::kOperationRequested
-            ? decoded->request_id
-            : DeterministicUuid(decoded->request_id + "/" + event->type + "/" + event->subject);
+    const std::string peer = decoded->peer.empty() ? "" : "/" + decoded->peer;
+    const std::string expected = event->type == event_type::kOperationRequested
+                                     ? decoded->request_id
+                                     : DeterministicUuid(decoded->request_id + "/" + event->type +
+                                                         "/" + event->subject + peer);
     EXPECT_EQ(event->id, expected) << golden.file;
   }
 }

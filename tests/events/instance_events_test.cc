@@ -122,6 +122,16 @@ InstanceEvent Sample(const std::string& type) {
     e.provider_name = "sim-vm-0";
   } else if (type == event_type::kCatalogItemInstanceDeleted) {
     e.catalog_item_instance_id = kRoot;
+  } else if (type.starts_with("dcm.reservation.") || type.starts_with("dcm.contract.")) {
+    // A peer placement's steps (SPEC §10): each carries every field any of them requires.
+    e.resource_id = kResource;
+    e.peer = "enclave-b";
+    e.reservation_id = kNewResource;
+    e.flavor_id = "fl-container";
+    e.contract_id = kRoot;
+    e.instance_id = kResource;
+    e.reason = "no_capacity";
+    e.expires_at_ms = kT0 + 30000;
   }
   return e;
 }
@@ -235,6 +245,28 @@ std::vector<std::string> RequiredFields(const std::string& type) {
   }
   if (type == event_type::kCatalogItemInstanceDeleted) {
     return SplitWords("request_id root catalog_item_instance_id");
+  }
+  if (type == event_type::kRemoteReservationRequested) {
+    return SplitWords("request_id root resource_id peer reservation_id flavor_id");
+  }
+  if (type == event_type::kRemoteReservationHeld) {
+    return SplitWords("request_id root resource_id peer reservation_id expires_at");
+  }
+  if (type == event_type::kRemoteReservationRefused) {
+    return SplitWords("request_id root resource_id peer reservation_id reason");
+  }
+  if (type == event_type::kRemoteContractSigned) {
+    return SplitWords(
+        "request_id root resource_id peer reservation_id contract_id instance_id expires_at");
+  }
+  if (type == event_type::kRemoteContractRenewed) {
+    return SplitWords("root resource_id peer contract_id expires_at");
+  }
+  if (type == event_type::kRemoteContractExpired || type == event_type::kRemoteContractRevoked) {
+    return SplitWords("root resource_id peer contract_id reason");
+  }
+  if (type == event_type::kRemoteContractTerminated) {
+    return SplitWords("root resource_id peer contract_id");
   }
   ADD_FAILURE() << "no required fields listed for " << type;
   return {};

@@ -1,0 +1,163 @@
+#include "consumers/contract_renewer.h"
+
+#include <algorithm>
+
+#include "src/common/log.h"
+#include "src/common/thread_name.h"
+#include "src/common/uuid.h"
+
+namespace dcm {
+namespace {
+
+bool Ended(const PeerAnswer& answer) {
+  return answer.http_status == 404 || answer.http_status == 410;
+}
+
+}  // namespace
+
+InstanceEvent ContractLossRequest(const ServiceTypeInstance& instance,
+                                  const RemotePlacement& remote, const PeerAnswer& answer,
+                                  bool rehydrate, int64_t now_ms) {
+  InstanceEvent e;
+  e.type = event_type::kOperationRequested;
+  e.request_id = DeterministicUuid("contract-loss:" + remote.peer + ":" + remote.contract_id);
+  e.time_ms = now_ms;
+  e.actor = "dcm/contract-renewer";
+  e.operation = OperationName(Operation::kRecoverLostResource);
+  e.root = instance.root;
+  e.resource_id = instance.id;
+  e.provider_name = instance.provider_name;
+  e.provider_id = instance.provider_id;
+  e.reason = "contract_" + (answer.reason.empty() || answer.http_status == 404 ? std::string("missing")
+                                                                              : answer.reason);
+  if (rehydrate) e.new_resource_id = DeterministicUuid("lost-resource:" + e.request_id);
+  return e;
+}
+
+ContractRenewer::ContractRenewer(ContractRenewerOptions options, const InstanceView* instances,
+                                 FederationApi* federation, FactEmitter* emitter, Metrics* metrics,
+                                 const Clock* clock)
+    : options_(std::move(options)),
+      instances_(instances),
+      federation_(federation),
+      emitter_(emitter),
+      metrics_(metrics),
+      clock_(clock) {}
+
+ContractRenewer::~ContractRenewer() { Stop(); }
+
+void ContractRenewer::Start() {
+  std::lock_guard lock(mu_);
+  if (running_) return;
+  running_ = true;
+  thread_ = NamedThread("renewer", [this] {
+    std::unique_lock lock(mu_);
+    while (running_) {
+      lock.unlock();
+      Tick();
+      lock.lock();
+      wake_.wait_for(lock, options_.tick, [&] { return !running_; });
+    }
+  });
+}
+
+void ContractRenewer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    running_ = false;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ContractRenewer::Tick() {
+  const std::set<int32_t> owned = emitter_->Owned();
+  auto instances = instances_->ListPeerInstancesFor(
+      [&](const std::string& root) { return owned.count(emitter_->PartitionOf(root)) > 0; });
+  if (!instances) {
+    Logger("contract-renewer")
+        ->warn("msg=\"cannot read the peer instances\" error=\"{}\"", instances.error().message);
+    return;
+  }
+  std::map<std::string, Lease> next;  // instances gone (deleted, or not owned now) drop out
+  const int64_t now = clock_->NowMillis();
+  for (const ServiceTypeInstance& instance : *instances) {
+    auto remote = DecodeRemotePlacement(instance.placement);
+    auto resource = instances_->GetResource(instance.id);
+    const bool lost = resource && *resource && (*resource)->status == kLostStatus;
+    if (!remote || lost) continue;  // a LOST one waits for its recovery, not renewed
+    auto known = leases_.find(instance.id);
+    Lease lease = known == leases_.end() ? Lease{} : known->second;
+    if (!lease.lost && now >= lease.due_ms) lease = Renew(instance, *remote, now);
+    next[instance.id] = lease;
+  }
+  leases_ = std::move(next);
+}
+
+ContractRenewer::Lease ContractRenewer::Renew(const ServiceTypeInstance& instance,
+                                              const RemotePlacement& remote, int64_t now) {
+  auto answer = federation_->Renew(remote.peer, remote.contract_id);
+  Lease lease;  // due now: asked again next tick unless renewed or lost
+  if (answer && answer->http_status >= 200 && answer->http_status < 300) {
+    RemoteFact renewed;
+    renewed.actor = options_.source;
+    renewed.resource_id = instance.id;
+    renewed.peer = remote.peer;
+    renewed.contract_id = remote.contract_id;
+    renewed.http_status = answer->http_status;
+    renewed.expires_at_ms = answer->expires_at_ms;
+    if (!emitter_->Emit(instance.root, RemoteContractRenewed{renewed})) return lease;
+    // Renewed again when a third of the lease is left.
+    const int64_t left = std::max<int64_t>(0, answer->expires_at_ms - now);
+    lease.due_ms = now + std::min<int64_t>(left * 2 / 3, options_.max_renew_interval.count());
+    Count(remote.peer, "renewed");
+    return lease;
+  }
+  if (answer && Ended(*answer)) {
+    lease.lost = Lost(instance, remote, *answer);
+    return lease;
+  }
+  Count(remote.peer, "failed");
+  Logger("contract-renewer")
+      ->warn("msg=\"contract not renewed; trying again\" peer={} contract_id={} error=\"{}\"",
+             remote.peer, remote.contract_id,
+             answer ? "answered " + std::to_string(answer->http_status) + ": " + answer->detail
+                    : answer.error().message);
+  return lease;
+}
+
+bool ContractRenewer::Lost(const ServiceTypeInstance& instance, const RemotePlacement& remote,
+                           const PeerAnswer& answer) {
+  RemoteFact ended;
+  ended.actor = options_.source;
+  ended.resource_id = instance.id;
+  ended.peer = remote.peer;
+  ended.contract_id = remote.contract_id;
+  ended.http_status = answer.http_status;
+  ended.reason = answer.reason.empty() ? "not_found" : answer.reason;
+  ended.error = answer.detail;
+  const bool revoked = answer.reason == "revoked";
+  const bool emitted = revoked ? emitter_->Emit(instance.root, RemoteContractRevoked{ended})
+                               : emitter_->Emit(instance.root, RemoteContractExpired{ended});
+  if (!emitted) return false;  // asked again next tick
+  Logger("contract-renewer")
+      ->warn("msg=\"contract lost: its resource is LOST\" peer={} contract_id={} resource={} "
+             "reason={} rehydrate={}",
+             remote.peer, remote.contract_id, instance.id, ended.reason, options_.rehydrate);
+  InstanceEvent request =
+      ContractLossRequest(instance, remote, answer, options_.rehydrate, clock_->NowMillis());
+  request.source = options_.source;
+  options_.submit(request);
+  Count(remote.peer, revoked ? "revoked" : "expired");
+  return true;
+}
+
+void ContractRenewer::Count(const std::string& peer, const char* outcome) {
+  metrics_
+      ->GetCounter("dcm_federation_renewals_total",
+                   "Contract renewals with peer enclaves by peer and outcome",
+                   "peer=\"" + peer + "\",outcome=\"" + outcome + "\"")
+      .Inc();
+}
+
+}  // namespace dcm

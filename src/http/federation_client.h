@@ -1,0 +1,74 @@
+// HttpFederationApi: the peer API of other enclaves (SPEC §10, /federation/v1alpha1) behind the
+// FederationApi port (src/common/federation_ports.h), for the instance saga's peer placements.
+//
+//   Discover   GET    {peer}/federation/v1alpha1/flavors?service_type=  every Ready peer at once
+//   Reserve    POST   {peer}/federation/v1alpha1/reservations {reservation_id, flavor_id, spec, ttl}
+//   Confirm    POST   {peer}/federation/v1alpha1/reservations/{id}:confirm
+//   Release    DELETE {peer}/federation/v1alpha1/reservations/{id}
+//   Renew      POST   {peer}/federation/v1alpha1/contracts/{id}:renew
+//   Terminate  DELETE {peer}/federation/v1alpha1/contracts/{id}
+//
+// Every call carries `Fed-Via: <this enclave>` (the peer's caller when authentication is off;
+// with mTLS, the certificate says the same) and `Fed-Hop-Limit`. Peers are operator-configured:
+// no outbound policy, TLS verified with the SP client certificate presented (as the peer
+// prober). Every HTTP answer is a PeerAnswer (the saga decides what 409/410 mean); transport
+// failures are errors (kUnavailable, kTimeout); a 2xx whose body lacks what the call returns is
+// kUnavailable ("answered 201 without a contract_id").
+//
+// Thread-safety: stateless apart from its configuration; any number of threads at once (each
+// call opens its own connection: a placement makes a handful).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/common/federation_config.h"
+#include "src/common/federation_ports.h"
+#include "src/http/client.h"
+
+namespace dcm::http {
+
+inline constexpr int kDefaultFedHopLimit = 3;
+
+class HttpFederationApi : public FederationApi {
+ public:
+  // `ready`: whether a peer is Ready now (the peer-health projection); Discover asks those only.
+  HttpFederationApi(std::string enclave_id, const std::vector<PeerConfig>& peers,
+                    std::function<bool(const std::string& peer)> ready,
+                    std::chrono::milliseconds timeout, HttpClientOptions options = {});
+
+  std::vector<PeerOffer> Discover(const std::string& service_type,
+                                  std::chrono::milliseconds deadline) override;
+  Result<PeerAnswer> Reserve(const std::string& peer, const std::string& reservation_id,
+                             const std::string& flavor_id, const std::string& spec_json,
+                             std::chrono::milliseconds ttl) override;
+  Result<PeerAnswer> Confirm(const std::string& peer, const std::string& reservation_id) override;
+  Result<PeerAnswer> Release(const std::string& peer, const std::string& reservation_id) override;
+  Result<PeerAnswer> Renew(const std::string& peer, const std::string& contract_id) override;
+  Result<PeerAnswer> Terminate(const std::string& peer, const std::string& contract_id) override;
+
+ private:
+  Result<HttpResponse> Call(const std::string& peer, const std::string& method,
+                            const std::string& target, const std::string& body,
+                            std::chrono::milliseconds timeout) const;
+  Result<PeerAnswer> Answer(const std::string& peer, const std::string& method,
+                            const std::string& target, const std::string& body,
+                            bool wants_contract) const;
+  std::vector<PeerOffer> Offers(const std::string& peer, const std::string& service_type,
+                                std::chrono::milliseconds deadline) const;
+
+  std::string enclave_id_;
+  std::map<std::string, std::string> urls_;  // peer id -> base URL
+  std::function<bool(const std::string&)> ready_;
+  std::chrono::milliseconds timeout_;
+  HttpClientOptions options_;
+};
+
+// The offers in a GET /flavors body (`peer` asked). Skips flavours that lack an id or owner;
+// kInvalidArgument when the body is not {"flavors": [...]}.
+Result<std::vector<PeerOffer>> ParseOffers(const std::string& peer, const std::string& body);
+
+}  // namespace dcm::http
