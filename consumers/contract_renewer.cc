@@ -28,8 +28,9 @@ InstanceEvent ContractLossRequest(const ServiceTypeInstance& instance,
   e.resource_id = instance.id;
   e.provider_name = instance.provider_name;
   e.provider_id = instance.provider_id;
-  e.reason = "contract_" + (answer.reason.empty() || answer.http_status == 404 ? std::string("missing")
-                                                                              : answer.reason);
+  e.reason =
+      "contract_" +
+      (answer.reason.empty() || answer.http_status == 404 ? std::string("missing") : answer.reason);
   if (rehydrate) e.new_resource_id = DeterministicUuid("lost-resource:" + e.request_id);
   return e;
 }
@@ -141,9 +142,10 @@ bool ContractRenewer::Lost(const ServiceTypeInstance& instance, const RemotePlac
                                : emitter_->Emit(instance.root, RemoteContractExpired{ended});
   if (!emitted) return false;  // asked again next tick
   Logger("contract-renewer")
-      ->warn("msg=\"contract lost: its resource is LOST\" peer={} contract_id={} resource={} "
-             "reason={} rehydrate={}",
-             remote.peer, remote.contract_id, instance.id, ended.reason, options_.rehydrate);
+      ->warn(
+          "msg=\"contract lost: its resource is LOST\" peer={} contract_id={} resource={} "
+          "reason={} rehydrate={}",
+          remote.peer, remote.contract_id, instance.id, ended.reason, options_.rehydrate);
   InstanceEvent request =
       ContractLossRequest(instance, remote, answer, options_.rehydrate, clock_->NowMillis());
   request.source = options_.source;

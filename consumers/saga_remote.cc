@@ -51,9 +51,9 @@ bool SagaRunner::PlaceOnPeer(Saga& saga, const SagaStep& step, const ResourcePla
     offers.push_back(std::move(resumed));
   }
   const std::string service_type = SpecServiceType(placed.spec);
-  for (PeerOffer& offer : RankOffers(
-           ports_.federation->Discover(service_type, ports_.discovery_timeout),
-           SpecRegion(placed.spec))) {
+  for (PeerOffer& offer :
+       RankOffers(ports_.federation->Discover(service_type, ports_.discovery_timeout),
+                  SpecRegion(placed.spec))) {
     if (offers.empty() || offer.peer != offers.front().peer) offers.push_back(std::move(offer));
   }
   logger->info("msg=\"no local provider: asking peers\" root={} service_type={} offers={}",
@@ -111,17 +111,18 @@ SagaRunner::OfferResult SagaRunner::Refused(Saga& saga, RemoteFact fact,
                                             const Result<PeerAnswer>& answer) {
   if (answer) {
     fact.http_status = answer->http_status;
-    fact.reason = answer->reason.empty() ? "http_" + std::to_string(answer->http_status)
-                                         : answer->reason;
+    fact.reason =
+        answer->reason.empty() ? "http_" + std::to_string(answer->http_status) : answer->reason;
     fact.error = answer->detail;
   } else {
     fact.reason = "unreachable";
     fact.error = answer.error().message;
   }
   Logger("instance-worker")
-      ->info("msg=\"peer refused the reservation\" root={} peer={} reservation_id={} reason={} "
-             "error=\"{}\"",
-             saga.started.root, fact.peer, fact.reservation_id, fact.reason, fact.error);
+      ->info(
+          "msg=\"peer refused the reservation\" root={} peer={} reservation_id={} reason={} "
+          "error=\"{}\"",
+          saga.started.root, fact.peer, fact.reservation_id, fact.reason, fact.error);
   if (!Emit(saga, RemoteReservationRefused{fact})) return OfferResult::kEnded;
   saga.peer = saga.flavor_id = saga.reservation_id = "";
   return OfferResult::kRefused;
@@ -152,7 +153,8 @@ bool SagaRunner::CreateOnPeer(Saga& saga, const std::string& instance_id) {
   fact.spec = saga.spec;
   fact.status = "PROVISIONING";
   fact.http_status = 201;
-  fact.placement = EncodeRemotePlacement({PeerOfProviderName(saga.provider_name), saga.contract_id});
+  fact.placement =
+      EncodeRemotePlacement({PeerOfProviderName(saga.provider_name), saga.contract_id});
   return Emit(saga, std::move(fact));
 }
 

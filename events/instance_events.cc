@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "events/federation_events.h"
 #include "events/json_read.h"
 #include "src/common/json_writer.h"
 #include "src/common/time_format.h"
@@ -251,9 +252,7 @@ bool IsInstanceEventType(std::string_view type) { return RuleOf(type) != nullptr
 
 bool IsInstanceEvent(const CloudEvent& event) {
   if (!IsInstanceEventType(event.type)) return false;
-  if (!event.type.starts_with("dcm.reservation.") && !event.type.starts_with("dcm.contract.")) {
-    return true;
-  }
+  if (!IsFederationOutcomeType(event.type)) return true;
   auto data = ParseJson(event.data);
   return data && data->is_object() && Member(simdjson::dom::object(*data), "root").has_value();
 }

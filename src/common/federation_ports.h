@@ -26,8 +26,8 @@ struct PeerOffer {
   std::string flavor_id;
   std::string owner;  // the enclave that hosts it
   std::string region;
-  double price = 0;  // price.amount
-  int hops = 1;      // enclaves between here and the owner, plus one
+  double price = 0;                            // price.amount
+  int hops = 1;                                // enclaves between here and the owner, plus one
   std::optional<int64_t> instances_available;  // nullopt: unlimited
   bool operator==(const PeerOffer&) const = default;
 };

@@ -96,8 +96,10 @@ Result<PeerAnswer> HttpFederationApi::Answer(const std::string& peer, const std:
     }
     return answer;
   }
-  if (object) answer.reason = SanitizeText(StringMember(simdjson::dom::object(*parsed), "reason"), 64);
-  answer.detail = SanitizeText(ReplyExplanation(response.content_type, response.body), kMaxDetailBytes);
+  if (object)
+    answer.reason = SanitizeText(StringMember(simdjson::dom::object(*parsed), "reason"), 64);
+  answer.detail =
+      SanitizeText(ReplyExplanation(response.content_type, response.body), kMaxDetailBytes);
   return answer;
 }
 
@@ -108,9 +110,9 @@ std::vector<PeerOffer> HttpFederationApi::Offers(const std::string& peer,
   auto response =
       Call(peer, "GET", "/flavors?service_type=" + PercentEncode(service_type), "", deadline);
   if (!response || response->status != 200) {
-    logger->warn("msg=\"peer skipped in discovery\" peer={} error=\"{}\"", peer,
-                 response ? "answered " + std::to_string(response->status)
-                          : response.error().message);
+    logger->warn(
+        "msg=\"peer skipped in discovery\" peer={} error=\"{}\"", peer,
+        response ? "answered " + std::to_string(response->status) : response.error().message);
     return {};
   }
   auto offers = ParseOffers(peer, response->body);

@@ -2,11 +2,11 @@
 // FederationApi port (src/common/federation_ports.h), for the instance saga's peer placements.
 //
 //   Discover   GET    {peer}/federation/v1alpha1/flavors?service_type=  every Ready peer at once
-//   Reserve    POST   {peer}/federation/v1alpha1/reservations {reservation_id, flavor_id, spec, ttl}
-//   Confirm    POST   {peer}/federation/v1alpha1/reservations/{id}:confirm
-//   Release    DELETE {peer}/federation/v1alpha1/reservations/{id}
-//   Renew      POST   {peer}/federation/v1alpha1/contracts/{id}:renew
-//   Terminate  DELETE {peer}/federation/v1alpha1/contracts/{id}
+//   Reserve    POST   {peer}/federation/v1alpha1/reservations {reservation_id, flavor_id, spec,
+//   ttl} Confirm    POST   {peer}/federation/v1alpha1/reservations/{id}:confirm Release    DELETE
+//   {peer}/federation/v1alpha1/reservations/{id} Renew      POST
+//   {peer}/federation/v1alpha1/contracts/{id}:renew Terminate  DELETE
+//   {peer}/federation/v1alpha1/contracts/{id}
 //
 // Every call carries `Fed-Via: <this enclave>` (the peer's caller when authentication is off;
 // with mTLS, the certificate says the same) and `Fed-Hop-Limit`. Peers are operator-configured:

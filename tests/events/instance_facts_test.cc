@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -27,12 +28,12 @@ std::string ReadAll(const std::filesystem::path& path) {
 }
 
 TEST(InstanceFactsTest, EveryInstanceGoldenRoundTripsThroughItsTypedFactByteForByte) {
-  int seen = 0;
+  std::set<std::string> seen;
   for (const auto& entry : std::filesystem::directory_iterator(GOLDEN_DIR)) {
     auto event = DecodeCloudEvent(ReadAll(entry.path()));
     ASSERT_TRUE(event.has_value()) << entry.path();
     if (!IsInstanceEvent(*event)) continue;
-    ++seen;
+    seen.insert(event->type);
     auto fact = DecodeInstanceFact(*event);
     ASSERT_TRUE(fact.has_value()) << entry.path() << ": " << fact.error().message;
     EXPECT_STREQ(TypeOf(*fact), event->type.c_str());
@@ -44,7 +45,7 @@ TEST(InstanceFactsTest, EveryInstanceGoldenRoundTripsThroughItsTypedFactByteForB
     ASSERT_TRUE(flat.has_value());
     EXPECT_EQ(ToInstanceEvent(*fact), *flat) << entry.path();
   }
-  EXPECT_EQ(seen, static_cast<int>(std::size(kInstanceEventTypes)));
+  EXPECT_EQ(seen.size(), std::size(kInstanceEventTypes));  // every type has a golden
 }
 
 TEST(InstanceFactsTest, EveryCatalogueTypeConvertsToTheAlternativeTaggedWithIt) {
