@@ -129,7 +129,9 @@ class ConsoleBase(unittest.TestCase):
 class ConsoleTest(ConsoleBase):
     @classmethod
     def setUpClass(cls):
-        cls.server = DevServer(extra=FAST)
+        # One peer enclave that never answers (port 9: discard, closed): the peers page shows it.
+        cls.server = DevServer(extra=[*FAST, "--enclave-id", "ui-enclave"],
+                               env={"FEDERATION_PEERS": "far=http://127.0.0.1:9"})
         cls.c = cls.server.client
         cls.sim = SpSim(cls.server.url, 3, name_prefix="ui", service_types="vm")
         cls.pids = {n: p["id"] for n, p in cls.sim.wait_registered().items()}
@@ -281,6 +283,16 @@ class ConsoleTest(ConsoleBase):
         self.until(lambda d: self.css("dcm-live-indicator")[0].get_attribute("state") == self.live)
         self.screenshot("events")
         self.c.request("DELETE", f"{API}/providers/{pid}")
+
+    def test_peers_page_lists_the_peer_enclaves_with_their_health(self):
+        self.open("/peers")
+        self.until(lambda d: "ui-enclave" in self.text(".enclave-id"), what="this enclave's id")
+        self.until(lambda d: "Unavailable" in self.text("tr[data-peer=far]"),
+                   what="the unreachable peer listed Unavailable")
+        row = self.text("tr[data-peer=far]")
+        self.assertIn("http://127.0.0.1:9", row)
+        self.assertEqual(self.driver.find_element(By.CSS_SELECTOR, "nav a[aria-current=page]").text,
+                         "Peers")
 
 
 class ConsoleAuthTest(ConsoleBase):

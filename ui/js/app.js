@@ -6,12 +6,14 @@
 //   #/instances                                  catalog item instances, Rehydrate
 //   #/cleanup[?status=]                          the cleanup queue, Retry
 //   #/events[?subject=&type=]                    the live event stream
+//   #/peers                                      peer enclaves and their health (SPEC §10)
 
 import { auth } from './api.js';
 import { announce, h, setConnection } from './components.js';
 import './providers.js';
 import './instances.js';
 import './events.js';
+import './peers.js';
 
 const ROUTES = [
   { pattern: /^\/providers\/([^/]+)$/, nav: 'providers', title: 'Provider',
@@ -25,6 +27,7 @@ const ROUTES = [
     page: (_, q) => h('dcm-cleanup-page', { 'filter-status': q.get('status') }) },
   { pattern: /^\/events$/, nav: 'events', title: 'Events',
     page: (_, q) => h('dcm-events-page', { subject: q.get('subject'), type: q.get('type') }) },
+  { pattern: /^\/peers$/, nav: 'peers', title: 'Peers', page: () => h('dcm-peers-page') },
 ];
 
 function route() {
