@@ -99,7 +99,9 @@ ContractRenewer::Lease ContractRenewer::Renew(const ServiceTypeInstance& instanc
                                               const RemotePlacement& remote, int64_t now) {
   auto answer = federation_->Renew(remote.peer, remote.contract_id);
   Lease lease;  // due now: asked again next tick unless renewed or lost
-  if (answer && answer->http_status >= 200 && answer->http_status < 300) {
+  // A 2xx without the new lease's end is a bad answer: tried again, never recorded.
+  if (answer && answer->http_status >= 200 && answer->http_status < 300 &&
+      answer->expires_at_ms > 0) {
     RemoteFact renewed;
     renewed.actor = options_.source;
     renewed.resource_id = instance.id;

@@ -11,6 +11,8 @@
 // Every request a placement makes is named by ids derived from the operation
 // (ReservationIdFor), so a saga resumed after a crash at any step repeats the same requests and
 // the peer answers them the same way: one hold, one contract, one instance.
+#include <set>
+
 #include "consumers/saga_runner.h"
 #include "projections/placement_policy.h"
 #include "src/common/log.h"
@@ -37,6 +39,17 @@ bool Is2xxAnswer(const Result<PeerAnswer>& answer) {
   return answer && answer->http_status >= 200 && answer->http_status < 300;
 }
 
+// A 2xx that lacks what the facts it becomes require (a lease's end; a contract's ids) is a bad
+// answer, never recorded as held or signed (the port's HTTP transport checks this too).
+Result<PeerAnswer> Checked(Result<PeerAnswer> answer, bool contract) {
+  if (!Is2xxAnswer(answer)) return answer;
+  if (answer->expires_at_ms == 0 ||
+      (contract && (answer->contract_id.empty() || answer->remote_instance_id.empty()))) {
+    return MakeError(ErrorCode::kUnavailable, "the peer's answer lacks what it promises");
+  }
+  return answer;
+}
+
 }  // namespace
 
 bool SagaRunner::PlaceOnPeer(Saga& saga, const SagaStep& step, const ResourcePlaced& placed,
@@ -50,11 +63,15 @@ bool SagaRunner::PlaceOnPeer(Saga& saga, const SagaStep& step, const ResourcePla
     resumed.flavor_id = saga.flavor_id;
     offers.push_back(std::move(resumed));
   }
+  // One offer per peer, its best: the reservation id is the peer's for this operation, so a
+  // second flavour of the same peer would be refused as a conflict.
+  std::set<std::string> peers;
+  if (!offers.empty()) peers.insert(offers.front().peer);
   const std::string service_type = SpecServiceType(placed.spec);
   for (PeerOffer& offer :
        RankOffers(ports_.federation->Discover(service_type, ports_.discovery_timeout),
                   SpecRegion(placed.spec))) {
-    if (offers.empty() || offer.peer != offers.front().peer) offers.push_back(std::move(offer));
+    if (peers.insert(offer.peer).second) offers.push_back(std::move(offer));
   }
   logger->info("msg=\"no local provider: asking peers\" root={} service_type={} offers={}",
                saga.started.root, service_type, offers.size());
@@ -87,13 +104,17 @@ SagaRunner::OfferResult SagaRunner::TryOffer(Saga& saga, const SagaStep& step,
     saga.reservation_id = fact.reservation_id;
   }
   FederationApi& api = *ports_.federation;
-  auto held = Retried(running_, [&] {
-    return api.Reserve(fact.peer, fact.reservation_id, fact.flavor_id, spec, ports_.hold_ttl);
-  });
+  auto held = Checked(Retried(running_,
+                              [&] {
+                                return api.Reserve(fact.peer, fact.reservation_id, fact.flavor_id,
+                                                   spec, ports_.hold_ttl);
+                              }),
+                      false);
   if (!Is2xxAnswer(held)) return Refused(saga, fact, held);
   fact.expires_at_ms = held->expires_at_ms;
   if (!Emit(saga, RemoteReservationHeld{fact})) return OfferResult::kEnded;
-  auto signed_ = Retried(running_, [&] { return api.Confirm(fact.peer, fact.reservation_id); });
+  auto signed_ =
+      Checked(Retried(running_, [&] { return api.Confirm(fact.peer, fact.reservation_id); }), true);
   if (!Is2xxAnswer(signed_)) {
     if (!signed_) (void)api.Release(fact.peer, fact.reservation_id);  // best effort: it expires
     return Refused(saga, fact, signed_);

@@ -76,7 +76,7 @@ Result<HttpResponse> HttpFederationApi::Call(const std::string& peer, const std:
 
 Result<PeerAnswer> HttpFederationApi::Answer(const std::string& peer, const std::string& method,
                                              const std::string& target, const std::string& body,
-                                             bool wants_contract) const {
+                                             Wants wants) const {
   ASSIGN_OR_RETURN(HttpResponse response, Call(peer, method, target, body, timeout_));
   PeerAnswer answer;
   answer.http_status = response.status;
@@ -89,10 +89,16 @@ Result<PeerAnswer> HttpFederationApi::Answer(const std::string& peer, const std:
       answer.remote_instance_id = StringMember(o, "remote_instance_id");
       answer.expires_at_ms = TimeMember(o, "expires_at");
     }
-    if (wants_contract && (answer.contract_id.empty() || answer.remote_instance_id.empty())) {
+    const bool lacks = wants == Wants::kContract
+                           ? answer.contract_id.empty() || answer.remote_instance_id.empty() ||
+                                 answer.expires_at_ms == 0
+                           : wants == Wants::kLease && answer.expires_at_ms == 0;
+    if (lacks) {
       return MakeError(ErrorCode::kUnavailable,
                        "peer '" + peer + "' answered " + std::to_string(response.status) +
-                           " without a contract_id and remote_instance_id");
+                           (wants == Wants::kContract
+                                ? " without a contract_id, remote_instance_id and expires_at"
+                                : " without an expires_at"));
     }
     return answer;
   }
@@ -156,28 +162,30 @@ Result<PeerAnswer> HttpFederationApi::Reserve(const std::string& peer,
   w.Raw(spec_json.empty() ? "{}" : spec_json);
   w.Field("ttl", std::to_string(std::max<int64_t>(1, ttl.count() / 1000)) + "s");
   w.EndObject();
-  return Answer(peer, "POST", "/reservations", w.Take(), false);
+  return Answer(peer, "POST", "/reservations", w.Take(), Wants::kLease);
 }
 
 Result<PeerAnswer> HttpFederationApi::Confirm(const std::string& peer,
                                               const std::string& reservation_id) {
   return Answer(peer, "POST", "/reservations/" + PercentEncode(reservation_id) + ":confirm", "",
-                true);
+                Wants::kContract);
 }
 
 Result<PeerAnswer> HttpFederationApi::Release(const std::string& peer,
                                               const std::string& reservation_id) {
-  return Answer(peer, "DELETE", "/reservations/" + PercentEncode(reservation_id), "", false);
+  return Answer(peer, "DELETE", "/reservations/" + PercentEncode(reservation_id), "",
+                Wants::kNothing);
 }
 
 Result<PeerAnswer> HttpFederationApi::Renew(const std::string& peer,
                                             const std::string& contract_id) {
-  return Answer(peer, "POST", "/contracts/" + PercentEncode(contract_id) + ":renew", "", true);
+  return Answer(peer, "POST", "/contracts/" + PercentEncode(contract_id) + ":renew", "",
+                Wants::kContract);
 }
 
 Result<PeerAnswer> HttpFederationApi::Terminate(const std::string& peer,
                                                 const std::string& contract_id) {
-  return Answer(peer, "DELETE", "/contracts/" + PercentEncode(contract_id), "", false);
+  return Answer(peer, "DELETE", "/contracts/" + PercentEncode(contract_id), "", Wants::kNothing);
 }
 
 }  // namespace dcm::http

@@ -12,8 +12,9 @@
 // with mTLS, the certificate says the same) and `Fed-Hop-Limit`. Peers are operator-configured:
 // no outbound policy, TLS verified with the SP client certificate presented (as the peer
 // prober). Every HTTP answer is a PeerAnswer (the saga decides what 409/410 mean); transport
-// failures are errors (kUnavailable, kTimeout); a 2xx whose body lacks what the call returns is
-// kUnavailable ("answered 201 without a contract_id").
+// failures are errors (kUnavailable, kTimeout); a 2xx whose body lacks what the call returns (a
+// hold's expires_at; a contract's contract_id, remote_instance_id and expires_at) is kUnavailable:
+// the saga never records a fact its own decoder would reject.
 //
 // Thread-safety: stateless apart from its configuration; any number of threads at once (each
 // call opens its own connection: a placement makes a handful).
@@ -54,9 +55,10 @@ class HttpFederationApi : public FederationApi {
   Result<HttpResponse> Call(const std::string& peer, const std::string& method,
                             const std::string& target, const std::string& body,
                             std::chrono::milliseconds timeout) const;
+  // What a 2xx must carry: nothing, a lease's end (a hold), or a contract (confirm, renew).
+  enum class Wants { kNothing, kLease, kContract };
   Result<PeerAnswer> Answer(const std::string& peer, const std::string& method,
-                            const std::string& target, const std::string& body,
-                            bool wants_contract) const;
+                            const std::string& target, const std::string& body, Wants wants) const;
   std::vector<PeerOffer> Offers(const std::string& peer, const std::string& service_type,
                                 std::chrono::milliseconds deadline) const;
 

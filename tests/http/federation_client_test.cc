@@ -101,12 +101,15 @@ TEST(ParseOffersTest, ReadsEachFlavourAndSkipsOnesWithoutIds) {
 TEST(HttpFederationApiTest, ReserveSendsTheHoldAndConfirmReadsTheContract) {
   FakePeer peer([](const HttpRequest& r) {
     return Json(r.path == "/federation/v1alpha1/reservations" ? 201 : 200,
-                r.path.ends_with(":confirm") ? kContract : R"({"state":"held"})");
+                r.path.ends_with(":confirm")
+                    ? kContract
+                    : R"({"state":"held","expires_at":"2026-01-01T00:00:30.000Z"})");
   });
   auto api = Api({{"b", peer.url()}});
   auto held = api.Reserve("b", "r1", "f1", R"({"image":"nginx"})", 30s);
   ASSERT_TRUE(held) << held.error().message;
   EXPECT_EQ(held->http_status, 201);
+  EXPECT_EQ(held->expires_at_ms, 1767225630000);
   auto signed_ = api.Confirm("b", "r1");
   ASSERT_TRUE(signed_) << signed_.error().message;
   EXPECT_EQ(signed_->contract_id, "c1");
@@ -121,6 +124,19 @@ TEST(HttpFederationApiTest, ReserveSendsTheHoldAndConfirmReadsTheContract) {
   EXPECT_EQ(*requests[0].Header("fed-via"), "a");
   EXPECT_EQ(*requests[0].Header("fed-hop-limit"), "3");
   EXPECT_EQ(requests[1].target, "/federation/v1alpha1/reservations/r1:confirm");
+}
+
+TEST(HttpFederationApiTest, A2xxWithoutWhatItPromisesIsAnErrorNeverAFact) {
+  FakePeer peer([](const HttpRequest&) { return Json(201, R"({"state":"held"})"); });
+  auto api = Api({{"b", peer.url()}});
+  auto held = api.Reserve("b", "r1", "f1", "{}", 30s);  // a hold without its end
+  ASSERT_FALSE(held);
+  EXPECT_EQ(held.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(held.error().message.find("without an expires_at"), std::string::npos);
+  EXPECT_FALSE(api.Renew("b", "c1"));      // a renewal without the contract's new end
+  auto released = api.Release("b", "r1");  // nothing to carry
+  ASSERT_TRUE(released);
+  EXPECT_EQ(released->http_status, 201);
 }
 
 TEST(HttpFederationApiTest, ARefusalIsAnAnswerWithItsReasonAndAContractlessConfirmAnError) {

@@ -227,7 +227,8 @@ struct WorkerSettings {
   // Long by default: the tests drive cleanup with RunCleanupCycle, one cycle at a time.
   milliseconds cleanup_interval = std::chrono::hours(1);
   int cleanup_max_retries = 3;
-  int threads = 0;  // the saga pool; 0: the product's default
+  int threads = 0;                      // the saga pool; 0: the product's default
+  FederationApi* federation = nullptr;  // SPEC §10: peers to place on when no provider fits
 };
 
 // A provider as the tests registered it.
@@ -301,6 +302,7 @@ struct Node {
     o.cleanup_interval = settings.cleanup_interval;
     o.cleanup_max_retries = settings.cleanup_max_retries;
     if (settings.threads > 0) o.threads = settings.threads;
+    o.federation = settings.federation;
     o.catch_up_timeout = milliseconds(15000);
     auto created = std::make_unique<InstanceWorker>(
         o, store.get(), &applied, view.get(), registry_view.get(), health_view.get(), sp, policy,
@@ -1642,6 +1644,150 @@ TEST(InstanceFlowGroupTest, TwoWorkersDecideEachRootOnceAndTheSurvivorTakesOverW
   for (const auto* r : {&after, &fresh}) {
     for (const auto& f : log.OfRequest(r->request_id)) EXPECT_EQ(f.source, a.source);
   }
+}
+
+// ---- placement on a peer enclave (SPEC §10, the consumer side) --------------------------------
+
+// Peers as the saga sees them through the FederationApi port: their offers, how each answers a
+// hold, and every call made.
+class FakeFederation final : public FederationApi {
+ public:
+  struct Peer {
+    std::vector<PeerOffer> offers;
+    int reserve_status = 201;  // 409: no capacity
+    bool reachable = true;
+  };
+  std::map<std::string, Peer> peers;
+
+  std::vector<PeerOffer> Discover(const std::string&, std::chrono::milliseconds) override {
+    std::lock_guard lock(mu_);
+    std::vector<PeerOffer> out;
+    for (const auto& [id, p] : peers) out.insert(out.end(), p.offers.begin(), p.offers.end());
+    calls_.push_back("discover");
+    return out;
+  }
+  Result<PeerAnswer> Reserve(const std::string& peer, const std::string& reservation_id,
+                             const std::string& flavor_id, const std::string&,
+                             std::chrono::milliseconds) override {
+    return Call("reserve " + peer + " " + flavor_id, peer, [&](PeerAnswer& a) {
+      a.http_status = peers[peer].reserve_status;
+      if (a.http_status == 409) a.reason = "no_capacity";
+      a.expires_at_ms = 1767225600000;
+      reservations_[reservation_id] = peer;
+    });
+  }
+  Result<PeerAnswer> Confirm(const std::string& peer, const std::string& reservation_id) override {
+    return Call("confirm " + peer, peer, [&](PeerAnswer& a) {
+      a.http_status = 201;
+      a.contract_id = "contract-of-" + reservation_id;
+      a.remote_instance_id = "remote-of-" + reservation_id;
+      a.expires_at_ms = 1767225600000;
+    });
+  }
+  Result<PeerAnswer> Release(const std::string& peer, const std::string&) override {
+    return Call("release " + peer, peer, [](PeerAnswer& a) { a.http_status = 200; });
+  }
+  Result<PeerAnswer> Renew(const std::string& peer, const std::string&) override {
+    return Call("renew " + peer, peer, [](PeerAnswer& a) {
+      a.http_status = 200;
+      a.expires_at_ms = 1767225600000 + 600000;
+    });
+  }
+  Result<PeerAnswer> Terminate(const std::string& peer, const std::string& contract) override {
+    return Call("terminate " + peer + " " + contract, peer,
+                [](PeerAnswer& a) { a.http_status = 200; });
+  }
+  std::vector<std::string> Calls(const std::string& prefix) const {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& c : calls_) {
+      if (c.starts_with(prefix)) out.push_back(c);
+    }
+    return out;
+  }
+
+ private:
+  template <typename Fill>
+  Result<PeerAnswer> Call(std::string what, const std::string& peer, Fill fill) {
+    std::lock_guard lock(mu_);
+    calls_.push_back(std::move(what));
+    if (!peers[peer].reachable) return MakeError(ErrorCode::kUnavailable, "connect refused");
+    PeerAnswer a;
+    fill(a);
+    return a;
+  }
+  mutable std::mutex mu_;
+  std::vector<std::string> calls_;
+  std::map<std::string, std::string> reservations_;
+};
+
+PeerOffer OfferOf(const std::string& peer, const std::string& flavor, double price) {
+  PeerOffer o;
+  o.peer = peer;
+  o.owner = peer;
+  o.flavor_id = flavor;
+  o.price = price;
+  o.instances_available = 2;
+  return o;
+}
+
+TEST(InstanceFlowFederationTest, NoLocalProviderPlacesOnTheBestPeerThatTakesItAndDeleteTerminates) {
+  FakeSp sp;
+  FakeFederation fed;
+  fed.peers["cheap"].offers = {OfferOf("cheap", "f-cheap", 1)};
+  fed.peers["cheap"].reserve_status = 409;  // full by the time the hold comes
+  fed.peers["down"].offers = {OfferOf("down", "f-down", 1.5)};
+  fed.peers["down"].reachable = false;
+  fed.peers["good"].offers = {OfferOf("good", "f-good-b", 2), OfferOf("good", "f-good-a", 2)};
+  auto h = Harness::Create();
+  ASSERT_NE(h, nullptr);
+  ReleaseOnExit release{{&sp}};
+  Node& node = h->AddNode("a");
+  ASSERT_TRUE(node.StartWorker(&sp, nullptr, {.name = "a", .federation = &fed}));
+  ASSERT_TRUE(WaitUntil([&] { return node.worker->Joined(); }, h->GroupSettleTimeout()));
+
+  InstanceEvent create = CreateCii(Unique("nowhere"));  // no provider of this type here
+  auto created = node.Run(create);
+  ASSERT_TRUE(created) << created.error().message;
+  ASSERT_EQ(created->type, event_type::kOperationCompleted) << created->error;
+  EXPECT_EQ(created->provider_name, "peer:good");
+  // Ranked by price: the full one refused, the unreachable one tried 3 times, then the best of
+  // the good peer's two flavours (by id), once.
+  EXPECT_EQ(fed.Calls("reserve"),
+            (std::vector<std::string>{"reserve cheap f-cheap", "reserve down f-down",
+                                      "reserve down f-down", "reserve down f-down",
+                                      "reserve good f-good-a"}));
+  EXPECT_EQ(fed.Calls("confirm"), (std::vector<std::string>{"confirm good"}));
+  EXPECT_TRUE(sp.Calls().empty()) << "no local SP was called";
+
+  auto resource = node.ResourceOf(create.resource_id);
+  ASSERT_TRUE(resource);
+  auto placement = DecodeRemotePlacement(resource->placement);
+  ASSERT_TRUE(placement) << resource->placement;
+  EXPECT_EQ(placement->peer, "good");
+  const std::string reservation = ReservationIdFor(create.request_id, create.resource_id, "good");
+  EXPECT_EQ(placement->contract_id, "contract-of-" + reservation);
+  auto instance = node.InstanceOf(create.resource_id);
+  ASSERT_TRUE(instance);
+  EXPECT_EQ(instance->provider_name, "peer:good");
+  EXPECT_EQ(instance->placement, resource->placement);
+
+  InstanceEvent remove = NewRequest(Operation::kDeleteCatalogItemInstance, create.root);
+  remove.catalog_item_instance_id = create.catalog_item_instance_id;
+  auto removed = node.Run(remove);
+  ASSERT_TRUE(removed) << removed.error().message;
+  ASSERT_EQ(removed->type, event_type::kOperationCompleted) << removed->error;
+  EXPECT_EQ(fed.Calls("terminate"),
+            (std::vector<std::string>{"terminate good contract-of-" + reservation}));
+  EXPECT_TRUE(node.InstanceOf(create.resource_id)->deleted);
+
+  InstanceEvent home = CreateCii(Unique("nowhere"));
+  home.spec = R"({"service_type":"nowhere","federation":"never"})";
+  auto refused = node.Run(home);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->type, event_type::kOperationFailed);
+  EXPECT_EQ(refused->http_status, 422);
+  EXPECT_EQ(fed.Calls("reserve").size(), 5u) << "federation: never asks no peer";
 }
 
 }  // namespace
