@@ -82,6 +82,7 @@ void ContractRenewer::Tick() {
   }
   std::map<std::string, Lease> next;  // instances gone (deleted, or not owned now) drop out
   const int64_t now = clock_->NowMillis();
+  unreachable_.clear();
   for (const ServiceTypeInstance& instance : *instances) {
     auto remote = DecodeRemotePlacement(instance.placement);
     auto resource = instances_->GetResource(instance.id);
@@ -89,7 +90,11 @@ void ContractRenewer::Tick() {
     if (!remote || lost) continue;  // a LOST one waits for its recovery, not renewed
     auto known = leases_.find(instance.id);
     Lease lease = known == leases_.end() ? Lease{} : known->second;
-    if (!lease.lost && now >= lease.due_ms) lease = Renew(instance, *remote, now);
+    // A peer that did not answer this tick is not asked again until the next one: its timeouts
+    // must not hold up the renewals of other peers' contracts.
+    if (!lease.lost && now >= lease.due_ms && !unreachable_.count(remote->peer)) {
+      lease = Renew(instance, *remote, now);
+    }
     next[instance.id] = lease;
   }
   leases_ = std::move(next);
@@ -120,6 +125,7 @@ ContractRenewer::Lease ContractRenewer::Renew(const ServiceTypeInstance& instanc
     lease.lost = Lost(instance, remote, *answer);
     return lease;
   }
+  if (!answer) unreachable_.insert(remote.peer);
   Count(remote.peer, "failed");
   Logger("contract-renewer")
       ->warn("msg=\"contract not renewed; trying again\" peer={} contract_id={} error=\"{}\"",

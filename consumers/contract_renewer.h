@@ -10,7 +10,8 @@
 //             ─▶ recover_lost_resource (reason contract_<why>; with REHYDRATE_ON_PROVIDER_LOSS a
 //                new resource id: placed again, local first) ─▶ dcm.instance-requests
 //         anything else (the peer down, 5xx): tried again next tick; the peer expires the
-//             contract if the outage outlasts the lease, and the next renewal finds that out
+//             contract if the outage outlasts the lease, and the next renewal finds that out.
+//             A peer that does not answer is asked once per tick, not once per contract.
 //
 // Each renewal is a question about one contract, so it is also the reconcile: a contract the peer
 // no longer has is found at the next renewal. The recovery's request id derives from the
@@ -23,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -82,6 +84,7 @@ class ContractRenewer {
   Metrics* metrics_;
   const Clock* clock_;
   std::map<std::string, Lease> leases_;  // the renewer's thread only
+  std::set<std::string> unreachable_;    // peers that did not answer this tick
 
   std::mutex mu_;
   std::condition_variable wake_;
