@@ -196,7 +196,13 @@ Status SpSim::Impl::ApplyFault(Provider& p, const FaultPatch& patch, bool log) {
   if (!shared.shared_ports && !was_refusing && refuses) {
     providers_server->CloseListener(p.port);
   } else if (!shared.shared_ports && was_refusing && !refuses) {
+    // While the port was closed, a short-lived connection elsewhere on the machine may have taken
+    // it as its local port: wait for it to go (up to 5 s) rather than fail the fault change.
     auto port = ListenFor(&p, p.port);
+    for (int attempt = 0; !port && attempt < 50; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      port = ListenFor(&p, p.port);
+    }
     if (!port) {
       logger->error("msg=\"cannot re-open provider port\" name={} port={} error=\"{}\"", p.name,
                     p.port, port.error().message);
