@@ -106,7 +106,6 @@ class Fold {
     saga.flavor_id = e.flavor_id.empty() ? saga.flavor_id : e.flavor_id;
     saga.reservation_id = e.reservation_id;
     saga.contract_id = e.contract_id;
-    saga.remote_instance_id = e.instance_id;
   }
   static void Remember(const RemoteReservationRefused&, Saga& saga) {
     saga.peer = saga.flavor_id = saga.reservation_id = "";

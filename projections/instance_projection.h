@@ -107,7 +107,6 @@ struct Saga {
   std::string flavor_id;
   std::string reservation_id;
   std::string contract_id;
-  std::string remote_instance_id;
   bool Has(std::string_view type) const;
   bool operator==(const Saga&) const = default;
 };

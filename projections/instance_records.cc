@@ -300,7 +300,6 @@ std::string EncodeSaga(const Saga& g) {
     w.Field("flavor_id", g.flavor_id);
     w.Field("reservation_id", g.reservation_id);
     w.Field("contract_id", g.contract_id);
-    w.Field("remote_instance_id", g.remote_instance_id);
   }
   w.EndObject();
   return w.Take();
@@ -323,7 +322,6 @@ Result<Saga> DecodeSaga(std::string_view json) {
     r.Str("flavor_id", g.flavor_id);
     r.Str("reservation_id", g.reservation_id);
     r.Str("contract_id", g.contract_id);
-    r.Str("remote_instance_id", g.remote_instance_id);
     RETURN_IF_ERROR(Checked(r, kWhat));
   }
   // Parsing `started` reuses the thread's parser: everything above is copied out already.
