@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "consumers/provider_loss.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
 #include "src/common/uuid.h"
@@ -18,20 +19,15 @@ bool Ended(const PeerAnswer& answer) {
 InstanceEvent ContractLossRequest(const ServiceTypeInstance& instance,
                                   const RemotePlacement& remote, const PeerAnswer& answer,
                                   bool rehydrate, int64_t now_ms) {
-  InstanceEvent e;
-  e.type = event_type::kOperationRequested;
-  e.request_id = DeterministicUuid("contract-loss:" + remote.peer + ":" + remote.contract_id);
-  e.time_ms = now_ms;
-  e.actor = "dcm/contract-renewer";
-  e.operation = OperationName(Operation::kRecoverLostResource);
+  const bool missing = answer.reason.empty() || answer.http_status == 404;
+  InstanceEvent e = RecoverLostRequest(
+      DeterministicUuid("contract-loss:" + remote.peer + ":" + remote.contract_id),
+      "dcm/contract-renewer", "contract_" + (missing ? std::string("missing") : answer.reason),
+      rehydrate, now_ms);
   e.root = instance.root;
   e.resource_id = instance.id;
   e.provider_name = instance.provider_name;
   e.provider_id = instance.provider_id;
-  e.reason =
-      "contract_" +
-      (answer.reason.empty() || answer.http_status == 404 ? std::string("missing") : answer.reason);
-  if (rehydrate) e.new_resource_id = DeterministicUuid("lost-resource:" + e.request_id);
   return e;
 }
 

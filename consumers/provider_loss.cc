@@ -6,6 +6,19 @@
 
 namespace dcm {
 
+InstanceEvent RecoverLostRequest(std::string request_id, std::string actor, std::string reason,
+                                 bool rehydrate, int64_t now_ms) {
+  InstanceEvent e;
+  e.type = event_type::kOperationRequested;
+  e.request_id = std::move(request_id);
+  e.time_ms = now_ms;
+  e.actor = std::move(actor);
+  e.operation = OperationName(Operation::kRecoverLostResource);
+  e.reason = std::move(reason);
+  if (rehydrate) e.new_resource_id = DeterministicUuid("lost-resource:" + e.request_id);
+  return e;
+}
+
 std::vector<InstanceEvent> LossRequests(const ProviderChange& change,
                                         const std::vector<Resource>& resources, bool rehydrate,
                                         int64_t now_ms) {
@@ -19,19 +32,14 @@ std::vector<InstanceEvent> LossRequests(const ProviderChange& change,
         r.create_time_ms > change.removed_at_ms) {
       continue;
     }
-    InstanceEvent e;
-    e.type = event_type::kOperationRequested;
-    e.request_id = DeterministicUuid("provider-loss:" + change.request_id + ":" + r.id);
-    e.time_ms = now_ms;
-    e.actor = "dcm/provider-loss";
-    e.operation = OperationName(Operation::kRecoverLostResource);
+    InstanceEvent e = RecoverLostRequest(
+        DeterministicUuid("provider-loss:" + change.request_id + ":" + r.id), "dcm/provider-loss",
+        expired ? "provider_expired" : "provider_deleted", rehydrate, now_ms);
     e.root = r.root;
     e.resource_id = r.id;
     e.catalog_item_instance_id = r.catalog_item_instance_id;
     e.provider_name = r.provider_name;
     e.provider_id = r.provider_id;
-    e.reason = expired ? "provider_expired" : "provider_deleted";
-    if (rehydrate) e.new_resource_id = DeterministicUuid("lost-resource:" + e.request_id);
     requests.push_back(std::move(e));
   }
   return requests;

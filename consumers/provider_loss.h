@@ -32,6 +32,12 @@ struct ProviderLossOptions {
   std::string source = "dcm/provider-loss";
 };
 
+// A recover_lost_resource request (dcm.instance-requests), asked by `actor` for `reason`; the
+// caller names the resource (root, resource, provider). `request_id` derives from what was lost, so
+// every asker asks once; with `rehydrate`, the replacement's resource id derives from it too.
+InstanceEvent RecoverLostRequest(std::string request_id, std::string actor, std::string reason,
+                                 bool rehydrate, int64_t now_ms);
+
 // The recovery requests for `resources` (those on the removed provider `change.id`): pure, so the
 // ids are tested without Kafka. Empty unless `change` is an expiry or a deletion. A resource placed
 // after the removal is on a later registration of the id, and is not lost.
