@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "consumers/provider_loss.h"
+#include "consumers/saga_runner.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
 #include "src/common/uuid.h"
@@ -81,15 +82,17 @@ void ContractRenewer::Tick() {
   unreachable_.clear();
   for (const ServiceTypeInstance& instance : *instances) {
     auto remote = DecodeRemotePlacement(instance.placement);
-    auto resource = instances_->GetResource(instance.id);
-    const bool lost = resource && *resource && (*resource)->status == kLostStatus;
-    if (!remote || lost) continue;  // a LOST one waits for its recovery, not renewed
+    if (!remote) continue;
     auto known = leases_.find(instance.id);
     Lease lease = known == leases_.end() ? Lease{} : known->second;
     // A peer that did not answer this tick is not asked again until the next one: its timeouts
     // must not hold up the renewals of other peers' contracts.
     if (!lease.lost && now >= lease.due_ms && !unreachable_.count(remote->peer)) {
-      lease = Renew(instance, *remote, now);
+      // Read only when due: a LOST resource (found by this instance or an earlier owner) waits
+      // for its recovery and is not renewed again.
+      auto resource = instances_->GetResource(instance.id);
+      lease.lost = resource && *resource && (*resource)->status == kLostStatus;
+      if (!lease.lost) lease = Renew(instance, *remote, now);
     }
     next[instance.id] = lease;
   }
@@ -101,14 +104,8 @@ ContractRenewer::Lease ContractRenewer::Renew(const ServiceTypeInstance& instanc
   auto answer = federation_->Renew(remote.peer, remote.contract_id);
   Lease lease;  // due now: asked again next tick unless renewed or lost
   // A 2xx without the new lease's end is a bad answer: tried again, never recorded.
-  if (answer && answer->http_status >= 200 && answer->http_status < 300 &&
-      answer->expires_at_ms > 0) {
-    RemoteFact renewed;
-    renewed.actor = options_.source;
-    renewed.resource_id = instance.id;
-    renewed.peer = remote.peer;
-    renewed.contract_id = remote.contract_id;
-    renewed.http_status = answer->http_status;
+  if (answer && Is2xx(answer->http_status) && answer->expires_at_ms > 0) {
+    RemoteFact renewed = FactAbout(instance, remote, answer->http_status);
     renewed.expires_at_ms = answer->expires_at_ms;
     if (!emitter_->Emit(instance.root, RemoteContractRenewed{renewed})) return lease;
     // Renewed again when a third of the lease is left.
@@ -133,12 +130,7 @@ ContractRenewer::Lease ContractRenewer::Renew(const ServiceTypeInstance& instanc
 
 bool ContractRenewer::Lost(const ServiceTypeInstance& instance, const RemotePlacement& remote,
                            const PeerAnswer& answer) {
-  RemoteFact ended;
-  ended.actor = options_.source;
-  ended.resource_id = instance.id;
-  ended.peer = remote.peer;
-  ended.contract_id = remote.contract_id;
-  ended.http_status = answer.http_status;
+  RemoteFact ended = FactAbout(instance, remote, answer.http_status);
   ended.reason = answer.reason.empty() ? "not_found" : answer.reason;
   ended.error = answer.detail;
   const bool revoked = answer.reason == "revoked";
@@ -156,6 +148,17 @@ bool ContractRenewer::Lost(const ServiceTypeInstance& instance, const RemotePlac
   options_.submit(request);
   Count(remote.peer, revoked ? "revoked" : "expired");
   return true;
+}
+
+RemoteFact ContractRenewer::FactAbout(const ServiceTypeInstance& instance,
+                                      const RemotePlacement& remote, int http_status) const {
+  RemoteFact fact;
+  fact.actor = options_.source;
+  fact.resource_id = instance.id;
+  fact.peer = remote.peer;
+  fact.contract_id = remote.contract_id;
+  fact.http_status = http_status;
+  return fact;
 }
 
 void ContractRenewer::Count(const std::string& peer, const char* outcome) {

@@ -75,6 +75,9 @@ class ContractRenewer {
   // Records the loss and asks for the recovery; false when Kafka did not take the fact.
   bool Lost(const ServiceTypeInstance& instance, const RemotePlacement& remote,
             const PeerAnswer& answer);
+  // A renewer fact about `instance`'s contract, as the peer answered `http_status`.
+  RemoteFact FactAbout(const ServiceTypeInstance& instance, const RemotePlacement& remote,
+                       int http_status) const;
   void Count(const std::string& peer, const char* outcome);
 
   ContractRenewerOptions options_;

@@ -35,9 +35,7 @@ Result<PeerAnswer> Retried(const std::atomic<bool>* running, Call call) {
   return answer;
 }
 
-bool Is2xxAnswer(const Result<PeerAnswer>& answer) {
-  return answer && answer->http_status >= 200 && answer->http_status < 300;
-}
+bool Is2xxAnswer(const Result<PeerAnswer>& answer) { return answer && Is2xx(answer->http_status); }
 
 // A 2xx that lacks what the facts it becomes require (a lease's end; a contract's ids) is a bad
 // answer, never recorded as held or signed (the port's HTTP transport checks this too).
@@ -124,7 +122,6 @@ SagaRunner::OfferResult SagaRunner::TryOffer(Saga& saga, const SagaStep& step,
   fact.expires_at_ms = signed_->expires_at_ms;
   if (!Emit(saga, RemoteContractSigned{fact})) return OfferResult::kEnded;
   saga.contract_id = fact.contract_id;
-  saga.remote_instance_id = fact.instance_id;
   return OfferResult::kSigned;
 }
 
