@@ -1,6 +1,7 @@
 #include "events/instance_facts.h"
 
 #include <array>
+#include <concepts>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -169,22 +170,10 @@ constexpr auto kRemote = std::tuple{
     Bind{&RemoteFact::http_status, &E::http_status},
     Bind{&RemoteFact::expires_at_ms, &E::expires_at_ms},
 };
-template <>
-constexpr auto kFieldsOf<RemoteReservationRequested> = kRemote;
-template <>
-constexpr auto kFieldsOf<RemoteReservationHeld> = kRemote;
-template <>
-constexpr auto kFieldsOf<RemoteReservationRefused> = kRemote;
-template <>
-constexpr auto kFieldsOf<RemoteContractSigned> = kRemote;
-template <>
-constexpr auto kFieldsOf<RemoteContractRenewed> = kRemote;
-template <>
-constexpr auto kFieldsOf<RemoteContractExpired> = kRemote;
-template <>
-constexpr auto kFieldsOf<RemoteContractRevoked> = kRemote;
-template <>
-constexpr auto kFieldsOf<RemoteContractTerminated> = kRemote;
+// Every peer placement step carries the same fields.
+template <typename T>
+requires std::derived_from<T, RemoteFact>
+constexpr auto kFieldsOf<T> = kRemote;
 
 constexpr auto kEnvelope = std::tuple{
     Bind{&InstanceEnvelope::event_id, &E::event_id},
