@@ -27,7 +27,7 @@
 
 #include "consumers/fact_emitter.h"
 #include "consumers/saga_runner.h"
-#include "consumers/task_pool.h"
+#include "src/common/task_pool.h"
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
 #include "projections/registry_projection.h"

@@ -31,7 +31,7 @@
 #include "consumers/fact_emitter.h"
 #include "consumers/kafka.h"
 #include "consumers/saga_runner.h"
-#include "consumers/task_pool.h"
+#include "src/common/task_pool.h"
 #include "projections/applied_offsets.h"
 #include "projections/health_projection.h"
 #include "projections/instance_decider.h"

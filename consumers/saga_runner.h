@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "consumers/fact_emitter.h"
-#include "consumers/task_pool.h"
+#include "src/common/task_pool.h"
 #include "projections/health_projection.h"
 #include "projections/instance_decider.h"
 #include "projections/registry_projection.h"

@@ -543,6 +543,9 @@ void RegisterFederationFlags(CLI::App* cmd, ServeFlags& flags) {
                   "skipped")
       ->envname("FEDERATION_DISCOVERY_TIMEOUT")
       ->capture_default_str();
+  cmd->add_flag("--federation-forward", flags.config.federation.forward,
+                "Forward peers' flavours and the calls for them (a supernode)")
+      ->envname("FEDERATION_FORWARD");
   cmd->add_option("--federation-hold-ttl", flags.federation_hold_ttl,
                   "The hold a placement asks a peer for (it confirms at once)")
       ->envname("FEDERATION_HOLD_TTL")

@@ -63,7 +63,30 @@ void LogContractOperation(Result<CloudEvent> outcome) {
   }
 }
 
-bool Exports(const Config& config) { return !config.federation.export_service_types.empty(); }
+// Whether this enclave decides reservations: it exports flavours, or forwards (which reservation
+// went to which peer is decided too).
+bool Decides(const Config& config) {
+  return !config.federation.export_service_types.empty() || config.federation.forward;
+}
+
+// FEDERATION_FORWARD: the supernode's relay, over the consumer side's peer client.
+void AddRelay(ServeParts& parts) {
+  const FederationConfig& f = parts.config.federation;
+  http::FederationRelayOptions options;
+  options.enclave_id = f.enclave_id;
+  options.discovery_timeout = f.discovery_timeout;
+  options.call_timeout = parts.config.instances.sp_timeout;
+  parts.federation_relay = std::make_unique<http::FederationRelay>(
+      options, parts.federation_api.get(), &parts.metrics, &SystemClock::Instance());
+  parts.federation->forwarder = parts.federation_relay.get();
+  parts.components.Add({.name = "federation-relay",
+                        .start =
+                            [r = parts.federation_relay.get()] {
+                              r->Start();
+                              return OkStatus();
+                            },
+                        .stop = [r = parts.federation_relay.get()] { r->Stop(); }});
+}
 
 // The reservation decider, its capacity read from the flavours (projections/flavors.h). Its
 // request topic must have one partition: the total order is what keeps two buyers off one slot.
@@ -100,7 +123,7 @@ Status AddProviderSide(ServeParts& parts) {
 }  // namespace
 
 void AddFederationBus(ServeParts& parts) {
-  if (!Exports(parts.config)) return;
+  if (!Decides(parts.config)) return;
   const Config& config = parts.config;
   parts.federation_commands = std::make_unique<KafkaCommandBus>(
       parts.command_producer.get(), &parts.federation_waiters, config.topics.FederationRequests(),
@@ -115,10 +138,12 @@ void AddFederationBus(ServeParts& parts) {
 Status AddFederation(ServeParts& parts) {
   const Config& config = parts.config;
   AddFederationContext(parts);
-  Logger("serve")->info("msg=\"federation\" enclave_id={} peers={} exported_service_types={}",
-                        config.federation.enclave_id, config.federation.peers.size(),
-                        config.federation.export_service_types.size());
-  if (Exports(config)) RETURN_IF_ERROR(AddProviderSide(parts));
+  Logger("serve")->info(
+      "msg=\"federation\" enclave_id={} peers={} exported_service_types={} forward={}",
+      config.federation.enclave_id, config.federation.peers.size(),
+      config.federation.export_service_types.size(), config.federation.forward);
+  if (Decides(config)) RETURN_IF_ERROR(AddProviderSide(parts));
+  if (config.federation.forward && parts.federation_api) AddRelay(parts);
   if (config.federation.peers.empty() || !parts.prober) return OkStatus();
   RETURN_IF_ERROR(AddPeerProbeClient(parts));
   PeerProberOptions options;

@@ -56,6 +56,7 @@
 #include "src/http/consistent_reads.h"
 #include "src/http/federation_client.h"
 #include "src/http/federation_handlers.h"
+#include "src/http/federation_relay.h"
 #include "src/http/heavy_reads.h"
 #include "src/http/ops_handlers.h"
 #include "src/http/placement_clients.h"
@@ -132,6 +133,7 @@ struct ServeParts {
   std::unique_ptr<http::FederationContext> federation;
   std::unique_ptr<FederationHolds> federation_holds;     // what GET /flavors subtracts
   std::unique_ptr<KafkaCommandBus> federation_commands;  // peer API -> federation-requests
+  std::unique_ptr<http::FederationRelay> federation_relay;  // FEDERATION_FORWARD (a supernode)
   std::unique_ptr<http::ProbeClient> peer_probe_client;
   std::unique_ptr<PeerProber> peer_prober;
   std::unique_ptr<ReadBarrier> read_barrier;  // SPEC §7: what reads wait for

@@ -121,6 +121,9 @@ Status ValidateFederationConfig(const FederationConfig& f,
   if (f.discovery_timeout < std::chrono::milliseconds(100)) {
     return Invalid("FEDERATION_DISCOVERY_TIMEOUT must be at least 100ms");
   }
+  if (f.forward && f.peers.empty()) {
+    return Invalid("FEDERATION_FORWARD needs FEDERATION_PEERS: the peers whose flavours it forwards");
+  }
   return OkStatus();
 }
 

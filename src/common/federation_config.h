@@ -55,6 +55,9 @@ struct FederationConfig {
   // a consumer that stalls or crashes).
   std::chrono::milliseconds discovery_timeout{2000};
   std::chrono::milliseconds hold_ttl{30000};
+  // FEDERATION_FORWARD: a supernode. Re-advertises its peers' flavours and forwards the calls for
+  // them (src/http/federation_forwarding.h). Needs peers.
+  bool forward = false;
 };
 
 // An enclave id: a DNS label (1-63 of a-z, 0-9, '-', not starting or ending with '-').

@@ -1,6 +1,7 @@
 #include "src/common/federation_ports.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include "src/common/json_read.h"
@@ -23,6 +24,10 @@ std::vector<PeerOffer> RankOffers(std::vector<PeerOffer> offers, const std::stri
     return std::tie(a.price, a.hops, a.owner, a.peer, a.flavor_id) <
            std::tie(b.price, b.hops, b.owner, b.peer, b.flavor_id);
   });
+  // A flavour offered on two routes (directly, and re-advertised by a forwarding peer) is held
+  // once, on the shortest.
+  std::set<std::pair<std::string, std::string>> seen;
+  std::erase_if(offers, [&](const PeerOffer& o) { return !seen.emplace(o.owner, o.flavor_id).second; });
   return offers;
 }
 

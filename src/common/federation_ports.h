@@ -66,8 +66,9 @@ class FederationApi {
 };
 
 // The offers worth a hold, best first: some instance available (or unlimited), and in the
-// spec's region when it names one; then by price, hops, owner, peer and flavour id.
-// Deterministic for the same offers.
+// spec's region when it names one; then by price, hops, owner, peer and flavour id; a flavour
+// offered on several routes (an owner's own, and re-advertised by forwarding peers) only on its
+// best. Deterministic for the same offers.
 std::vector<PeerOffer> RankOffers(std::vector<PeerOffer> offers, const std::string& region);
 
 // The reservation id a placement uses with `peer`: UUIDv5 of the operation, the resource and the

@@ -7,6 +7,7 @@
 #include "src/common/log.h"
 #include "src/common/reply_summary.h"
 #include "src/common/time_format.h"
+#include "src/common/uuid.h"
 #include "src/http/placement_clients.h"
 
 namespace dcm::http {
@@ -59,19 +60,32 @@ HttpFederationApi::HttpFederationApi(std::string enclave_id, const std::vector<P
       timeout_(timeout),
       options_(std::move(options)) {
   for (const PeerConfig& p : peers) urls_[p.id] = p.url;
-  options_.headers.emplace_back("Fed-Via", enclave_id_);
-  options_.headers.emplace_back("Fed-Hop-Limit", std::to_string(kDefaultFedHopLimit));
   options_.max_response_bytes = 4u << 20;
+}
+
+std::vector<std::string> HttpFederationApi::Peers() const {
+  std::vector<std::string> out;
+  for (const auto& [peer, url] : urls_) out.push_back(peer);
+  return out;
 }
 
 Result<HttpResponse> HttpFederationApi::Call(const std::string& peer, const std::string& method,
                                              const std::string& target, const std::string& body,
+                                             const FedHop& hop,
                                              std::chrono::milliseconds timeout) const {
   auto url = urls_.find(peer);
   if (url == urls_.end()) {
     return MakeError(ErrorCode::kNotFound, "peer '" + peer + "' is not in FEDERATION_PEERS");
   }
-  return Fetch(method, url->second + kApi + target, body, timeout, options_);
+  HttpClientOptions options = options_;
+  for (auto& header : FedHopHeaders(hop)) options.headers.push_back(std::move(header));
+  return Fetch(method, url->second + kApi + target, body, timeout, options);
+}
+
+Result<HttpResponse> HttpFederationApi::Call(const std::string& peer, const std::string& method,
+                                             const std::string& target, const std::string& body,
+                                             std::chrono::milliseconds timeout) const {
+  return Call(peer, method, target, body, FedHop{.via = {enclave_id_}}, timeout);
 }
 
 Result<PeerAnswer> HttpFederationApi::Answer(const std::string& peer, const std::string& method,
@@ -111,10 +125,11 @@ Result<PeerAnswer> HttpFederationApi::Answer(const std::string& peer, const std:
 
 std::vector<PeerOffer> HttpFederationApi::Offers(const std::string& peer,
                                                  const std::string& service_type,
+                                                 const std::string& request_id,
                                                  std::chrono::milliseconds deadline) const {
   auto logger = Logger("federation-client");
-  auto response =
-      Call(peer, "GET", "/flavors?service_type=" + PercentEncode(service_type), "", deadline);
+  auto response = Call(peer, "GET", "/flavors?service_type=" + PercentEncode(service_type), "",
+                       FedHop{.request_id = request_id, .via = {enclave_id_}}, deadline);
   if (!response || response->status != 200) {
     logger->warn(
         "msg=\"peer skipped in discovery\" peer={} error=\"{}\"", peer,
@@ -132,13 +147,17 @@ std::vector<PeerOffer> HttpFederationApi::Offers(const std::string& peer,
 
 std::vector<PeerOffer> HttpFederationApi::Discover(const std::string& service_type,
                                                    std::chrono::milliseconds deadline) {
+  // Each peer gets its own request id: two routes to one enclave (direct, and through a
+  // forwarding peer) are two requests there, each answered, and the shorter path wins.
+  const std::string discovery = NewUuidV4();
   std::vector<std::future<std::vector<PeerOffer>>> asked;
   for (const auto& [peer, url] : urls_) {
     if (!ready_(peer)) continue;
     // Each call is bounded by `deadline` as a whole: every future is ready by then.
-    asked.push_back(std::async(std::launch::async, [this, peer, service_type, deadline] {
-      return Offers(peer, service_type, deadline);
-    }));
+    asked.push_back(std::async(
+        std::launch::async, [this, peer, service_type, id = UuidV5(discovery, peer), deadline] {
+          return Offers(peer, service_type, id, deadline);
+        }));
   }
   std::vector<PeerOffer> out;
   for (auto& f : asked) {

@@ -1,15 +1,16 @@
 // HttpFederationApi: the peer API of other enclaves (SPEC §10, /federation/v1alpha1) behind the
 // FederationApi port (src/common/federation_ports.h), for the instance saga's peer placements.
 //
-//   Discover   GET    {peer}/federation/v1alpha1/flavors?service_type=  every Ready peer at once
-//   Reserve    POST   {peer}/federation/v1alpha1/reservations {reservation_id, flavor_id, spec,
-//   ttl} Confirm    POST   {peer}/federation/v1alpha1/reservations/{id}:confirm Release    DELETE
-//   {peer}/federation/v1alpha1/reservations/{id} Renew      POST
-//   {peer}/federation/v1alpha1/contracts/{id}:renew Terminate  DELETE
-//   {peer}/federation/v1alpha1/contracts/{id}
+//   Discover   GET    {peer}/federation/v1alpha1/flavors?service_type=   every Ready peer at once
+//   Reserve    POST   {peer}/federation/v1alpha1/reservations {reservation_id, ...}
+//   Confirm    POST   {peer}/federation/v1alpha1/reservations/{id}:confirm
+//   Release    DELETE {peer}/federation/v1alpha1/reservations/{id}
+//   Renew      POST   {peer}/federation/v1alpha1/contracts/{id}:renew
+//   Terminate  DELETE {peer}/federation/v1alpha1/contracts/{id}
 //
 // Every call carries `Fed-Via: <this enclave>` (the peer's caller when authentication is off;
-// with mTLS, the certificate says the same) and `Fed-Hop-Limit`. Peers are operator-configured:
+// with mTLS, the certificate says the same) and `Fed-Hop-Limit`; a discovery also carries a
+// `Fed-Request-Id` of its own for each peer (a forwarding peer answers a repeated one empty). Peers are operator-configured:
 // no outbound policy, TLS verified with the SP client certificate presented (as the peer
 // prober). Every HTTP answer is a PeerAnswer (the saga decides what 409/410 mean); transport
 // failures are errors (kUnavailable, kTimeout); a 2xx whose body lacks what the call returns (a
@@ -29,10 +30,9 @@
 #include "src/common/federation_config.h"
 #include "src/common/federation_ports.h"
 #include "src/http/client.h"
+#include "src/http/federation_forwarding.h"
 
 namespace dcm::http {
-
-inline constexpr int kDefaultFedHopLimit = 3;
 
 class HttpFederationApi : public FederationApi {
  public:
@@ -51,7 +51,17 @@ class HttpFederationApi : public FederationApi {
   Result<PeerAnswer> Renew(const std::string& peer, const std::string& contract_id) override;
   Result<PeerAnswer> Terminate(const std::string& peer, const std::string& contract_id) override;
 
+  // One call to `peer` carrying `hop` (FedHopHeaders): what a forwarding enclave sends on
+  // (src/http/federation_relay.h). kNotFound for a peer not in FEDERATION_PEERS.
+  Result<HttpResponse> Call(const std::string& peer, const std::string& method,
+                            const std::string& target, const std::string& body, const FedHop& hop,
+                            std::chrono::milliseconds timeout) const;
+  bool Ready(const std::string& peer) const { return ready_(peer); }
+  // The configured peers, in id order.
+  std::vector<std::string> Peers() const;
+
  private:
+  // A call of this enclave's own (Fed-Via: this enclave, the default hop limit).
   Result<HttpResponse> Call(const std::string& peer, const std::string& method,
                             const std::string& target, const std::string& body,
                             std::chrono::milliseconds timeout) const;
@@ -60,6 +70,7 @@ class HttpFederationApi : public FederationApi {
   Result<PeerAnswer> Answer(const std::string& peer, const std::string& method,
                             const std::string& target, const std::string& body, Wants wants) const;
   std::vector<PeerOffer> Offers(const std::string& peer, const std::string& service_type,
+                                const std::string& request_id,
                                 std::chrono::milliseconds deadline) const;
 
   std::string enclave_id_;

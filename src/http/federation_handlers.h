@@ -16,6 +16,12 @@
 // with the FederationWorker's outcome once this instance's `federation` projection applied it.
 // What the view already shows to be wrong (an unknown flavour, reservation or contract, another
 // enclave's) is answered at once and produces no event.
+//
+// A forwarding enclave (a supernode, `forwarder` set) also lists its peers' flavours (not to a
+// discovery it has seen, nor beyond the hop limit); a reservation for a flavour it does not own
+// is routed (the peer offering it in the fewest hops), decided as dcm.reservation.relayed, and
+// sent on under the same id; the confirm, release, renew and terminate of a relayed reservation
+// or contract are sent on to the same peer. Forwarded answers are the peer's, as it gave them.
 #pragma once
 
 #include <functional>
@@ -30,6 +36,7 @@
 #include "projections/registry_projection.h"
 #include "src/common/clock.h"
 #include "src/common/federation_config.h"
+#include "src/http/federation_forwarding.h"
 #include "src/http/http_types.h"
 
 namespace dcm::http {
@@ -55,6 +62,10 @@ struct FederationContext {
   std::string source;  // `source` of the requests: dcm/federation-api/<instance>
   // Whether this enclave can serve peers now (every readiness check); null: always.
   std::function<bool()> ready;
+  // FEDERATION_FORWARD (a supernode): re-advertises its peers' flavours and forwards the calls
+  // for them (federation_forwarding.h); null: this enclave forwards nothing. Needs `requests`:
+  // which reservation went to which peer is decided (dcm.reservation.relayed) before a forward.
+  FederationForwarder* forwarder = nullptr;
 };
 
 void ListFlavors(const HttpRequest& request, const FederationContext& ctx, Respond respond);

@@ -38,6 +38,8 @@ void WriteFlavor(JsonWriter& w, const Flavor& f) {
   w.Field("period", f.price.period);
   w.EndObject();
   w.Field("expires_at", FormatRfc3339Millis(f.expires_at_ms));
+  w.Field("hops", 1);
+  w.StringArray("path", std::vector<std::string>{f.owner});
   w.EndObject();
 }
 
@@ -125,13 +127,15 @@ std::string RenderContracts(const std::vector<ReservationRecord>& records) {
   return w.Take();
 }
 
-std::string RenderFlavors(const std::string& enclave_id, const std::vector<Flavor>& flavors) {
+std::string RenderFlavors(const std::string& enclave_id, const std::vector<Flavor>& flavors,
+                          const std::vector<std::string>& forwarded) {
   JsonWriter w;
   w.BeginObject();
   w.Field("owner", enclave_id);
   w.Key("flavors");
   w.BeginArray();
   for (const Flavor& f : flavors) WriteFlavor(w, f);
+  for (const std::string& f : forwarded) w.Raw(f);
   w.EndArray();
   w.EndObject();
   return w.Take();

@@ -36,6 +36,16 @@ TEST(RankOffersTest, CheapestFirstThenFewestHopsThenByName) {
   EXPECT_EQ(Flavors(ranked), (std::vector<std::string>{"f-a", "f-b1", "f-b2", "f-c"}));
 }
 
+TEST(RankOffersTest, AFlavourOfferedDirectlyAndThroughAForwardingPeerIsKeptOnTheShortestRoute) {
+  PeerOffer direct = Offer("b", "f-b", 1, 1);
+  PeerOffer via_s = Offer("s", "f-b", 1, 2);
+  via_s.owner = "b";
+  const auto ranked = RankOffers({via_s, direct}, "");
+  ASSERT_EQ(ranked.size(), 1u);
+  EXPECT_EQ(ranked[0].peer, "b");
+  EXPECT_EQ(ranked[0].hops, 1);
+}
+
 TEST(RankOffersTest, DropsFullOffersKeepsUnlimitedAndFiltersTheRegion) {
   const auto ranked =
       RankOffers({Offer("a", "full", 0, 1, 0), Offer("a", "unlimited", 0, 1, {}),

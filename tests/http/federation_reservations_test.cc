@@ -3,6 +3,8 @@
 // into the `federation` projection's state, as the worker and the runner do over Kafka.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "handlers_fixture.h"
 #include "projections/federation_capacity.h"
 #include "src/http/federation_handlers.h"
@@ -186,6 +188,133 @@ TEST_F(FederationReservationsTest, BadCallsAre4xxWithoutAnEvent) {
   EXPECT_EQ(r.status, 404);
   EXPECT_NE(r.body.find(R"("reason":"unknown_flavor")"), std::string::npos) << r.body;
   EXPECT_EQ(bus_fed_->submitted, 0);
+}
+
+// A forwarder that runs inline and answers from what the test set.
+class FakeForwarder final : public FederationForwarder {
+ public:
+  bool Run(std::function<void()> work) override {
+    work();
+    return true;
+  }
+  bool FirstArrival(const std::string& request_id) override {
+    return request_id.empty() || seen.insert(request_id).second;
+  }
+  std::vector<std::string> Discover(const std::string& query, const FedHop& in) override {
+    discoveries.push_back(query);
+    hops.push_back(in);
+    return peer_flavors;
+  }
+  std::optional<ForwardRoute> RouteFor(const std::string&, const FedHop&) override {
+    ++routed;
+    return route;
+  }
+  Result<HttpResponse> Forward(const std::string& peer, const std::string& method,
+                               const std::string& target, const std::string& body,
+                               const FedHop& in) override {
+    forwarded.push_back(peer + " " + method + " " + target);
+    forwarded_bodies.push_back(body);
+    hops.push_back(in);
+    return HttpResponse{201, "application/json", R"({"from":"next hop"})"};
+  }
+
+  std::set<std::string> seen;
+  std::vector<std::string> peer_flavors;
+  std::optional<ForwardRoute> route;
+  int routed = 0;
+  std::vector<std::string> discoveries, forwarded, forwarded_bodies;
+  std::vector<FedHop> hops;
+};
+
+class FederationForwardingTest : public FederationReservationsTest {
+ protected:
+  void SetUp() override {
+    FederationReservationsTest::SetUp();
+    federation_.forwarder = &forwarder_;
+  }
+  HttpResponse ReserveRemote(const std::string& enclave, const std::string& id) {
+    return As(enclave, "POST", "/federation/v1alpha1/reservations",
+              R"({"reservation_id":")" + id + R"(","flavor_id":"remote-f","ttl":"30s"})");
+  }
+  FakeForwarder forwarder_;
+};
+
+TEST_F(FederationForwardingTest, ASupernodeListsItsPeersFlavoursAfterItsOwn) {
+  forwarder_.peer_flavors = {R"({"flavor_id":"remote-f","owner":"c","hops":2})"};
+  auto r = Call("GET", "/federation/v1alpha1/flavors?service_type=container", "",
+                {{"fed-via", "a"}, {"fed-request-id", "d1"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("hops":1,"path":["b"]},{"flavor_id":"remote-f","owner":"c","hops":2})"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(forwarder_.discoveries, std::vector<std::string>{"service_type=container"});
+  EXPECT_EQ(forwarder_.hops.at(0), (FedHop{"d1", kDefaultFedHopLimit, {"a"}}));
+}
+
+TEST_F(FederationForwardingTest, ARepeatedDiscoveryIsAnsweredEmptyAndNotForwarded) {
+  auto headers = std::map<std::string, std::string>{{"fed-via", "a"}, {"fed-request-id", "d1"}};
+  ASSERT_EQ(Call("GET", "/federation/v1alpha1/flavors", "", headers).status, 200);
+  auto r = Call("GET", "/federation/v1alpha1/flavors", "", headers);
+  EXPECT_EQ(r.body, R"({"owner":"b","flavors":[]})");
+  EXPECT_EQ(forwarder_.discoveries.size(), 1u);
+}
+
+TEST_F(FederationForwardingTest, AtHopLimitOneOnlyItsOwnFlavoursAreListed) {
+  auto r = Call("GET", "/federation/v1alpha1/flavors", "",
+                {{"fed-via", "a"}, {"fed-hop-limit", "1"}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find(flavor_), std::string::npos) << r.body;
+  EXPECT_TRUE(forwarder_.discoveries.empty());
+}
+
+TEST_F(FederationForwardingTest, AReservationForAPeersFlavourIsDecidedAsRelayedThenSentOnAsItCame) {
+  forwarder_.route = ForwardRoute{"c", "c", 1};
+  auto r = ReserveRemote("a", "r1");
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.body, R"({"from":"next hop"})") << "the next hop's answer, as it gave it";
+  EXPECT_EQ(forwarder_.forwarded, std::vector<std::string>{"c POST /reservations"});
+  EXPECT_NE(forwarder_.forwarded_bodies.at(0).find(R"("reservation_id":"r1")"), std::string::npos);
+  auto relayed = reservations_->Reservation("r1");
+  ASSERT_TRUE(relayed && *relayed);
+  EXPECT_EQ((*relayed)->state, reservation_state::kRelayed);
+  EXPECT_EQ((*relayed)->next_hop, "c");
+  EXPECT_EQ((*relayed)->consumer, "a");
+  EXPECT_EQ(Available(), "2") << "a relay takes no local capacity";
+  EXPECT_EQ(bus_fed_->submitted, 1);
+
+  // A retry goes the same way without a new route or decision.
+  forwarder_.route = ForwardRoute{"d", "d", 1};
+  EXPECT_EQ(ReserveRemote("a", "r1").status, 201);
+  EXPECT_EQ(forwarder_.forwarded.back(), "c POST /reservations");
+  EXPECT_EQ(forwarder_.routed, 1);
+  EXPECT_EQ(bus_fed_->submitted, 1);
+}
+
+TEST_F(FederationForwardingTest, TheConsumersLaterCallsGoToTheSameNextHopAndOnlyTheirs) {
+  forwarder_.route = ForwardRoute{"s2", "c", 2};
+  ASSERT_EQ(ReserveRemote("a", "r1").status, 201);
+  const std::string contract = ContractIdFor("c", "r1");
+  EXPECT_EQ(As("a", "POST", "/federation/v1alpha1/reservations/r1:confirm").status, 201);
+  EXPECT_EQ(As("a", "POST", "/federation/v1alpha1/contracts/" + contract + ":renew").status, 201);
+  EXPECT_EQ(As("a", "DELETE", "/federation/v1alpha1/contracts/" + contract).status, 201);
+  EXPECT_EQ(forwarder_.forwarded,
+            (std::vector<std::string>{"s2 POST /reservations", "s2 POST /reservations/r1:confirm",
+                                      "s2 POST /contracts/" + contract + ":renew",
+                                      "s2 DELETE /contracts/" + contract}));
+  const size_t before = forwarder_.forwarded.size();
+  EXPECT_EQ(As("x", "POST", "/federation/v1alpha1/reservations/r1:confirm").status, 403);
+  EXPECT_EQ(As("x", "POST", "/federation/v1alpha1/contracts/" + contract + ":renew").status, 403);
+  EXPECT_EQ(ReserveRemote("x", "r1").status, 409);
+  EXPECT_EQ(forwarder_.forwarded.size(), before);
+}
+
+TEST_F(FederationForwardingTest, AFlavourNoPeerOffersIsUnknownWithoutAnEvent) {
+  auto r = ReserveRemote("a", "r1");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(r.body.find(R"("reason":"unknown_flavor")"), std::string::npos) << r.body;
+  EXPECT_EQ(forwarder_.routed, 1);
+  EXPECT_EQ(bus_fed_->submitted, 0);
+  EXPECT_TRUE(forwarder_.forwarded.empty());
 }
 
 TEST(WithServiceTypeTest, AddsTheFlavoursTypeOrChecksIt) {
