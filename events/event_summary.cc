@@ -392,6 +392,10 @@ struct FederationSummary {
     return fmt::format("contract {} due to expire (at {})", ShortId(r.contract_id),
                        FormatRfc3339Millis(r.expires_at_ms));
   }
+  std::string operator()(const ReservationRelayRequested& r) const {
+    return fmt::format("{} asks to relay {} of {} to {} (owner {})", r.consumer,
+                       Reservation(r.reservation_id), r.flavor_id, r.next_hop, r.owner);
+  }
   std::string operator()(const ReservationHeld& o) const {
     return fmt::format("held {} of {} for {} until {}{}", Reservation(o.reservation_id),
                        o.flavor_id, o.consumer, FormatRfc3339Millis(o.expires_at_ms), Repeat(o));
@@ -429,6 +433,11 @@ struct FederationSummary {
   }
   std::string operator()(const ContractTerminated& o) const {
     return fmt::format("terminated contract {}{}", ShortId(o.contract_id), Repeat(o));
+  }
+  std::string operator()(const ReservationRelayed& o) const {
+    return fmt::format("relayed {} of {} for {} to {} (contract {} of {}){}",
+                       Reservation(o.reservation_id), o.flavor_id, o.consumer, o.next_hop,
+                       ShortId(o.contract_id), o.owner, Repeat(o));
   }
 };
 

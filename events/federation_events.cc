@@ -105,6 +105,15 @@ constexpr auto kFields<ContractExpiryDue> = std::tuple{
 };
 
 template <>
+constexpr auto kFields<ReservationRelayRequested> = std::tuple{
+    Field{"reservation_id", &ReservationRelayRequested::reservation_id, Wire::kString, kRequired},
+    Field{"flavor_id", &ReservationRelayRequested::flavor_id, Wire::kString, kRequired},
+    Field{"consumer", &ReservationRelayRequested::consumer, Wire::kString, kRequired},
+    Field{"next_hop", &ReservationRelayRequested::next_hop, Wire::kString, kRequired},
+    Field{"owner", &ReservationRelayRequested::owner, Wire::kString, kRequired},
+};
+
+template <>
 constexpr auto kFields<ReservationHeld> = std::tuple_cat(
     kOutcomeBase,
     std::tuple{Field{"spec", &ReservationHeld::spec, Wire::kObject, kRequired},
@@ -135,6 +144,12 @@ constexpr auto kFields<ContractRevoked> = std::tuple_cat(
     kContract, std::tuple{Field{"reason", &ContractRevoked::reason, Wire::kString, kOptional}});
 template <>
 constexpr auto kFields<ContractTerminated> = kContract;
+template <>
+constexpr auto kFields<ReservationRelayed> = std::tuple_cat(
+    kOutcomeBase,
+    std::tuple{Field{"next_hop", &ReservationRelayed::next_hop, Wire::kString, kRequired},
+               Field{"owner", &ReservationRelayed::owner, Wire::kString, kRequired},
+               Field{"contract_id", &ReservationRelayed::contract_id, Wire::kString, kRequired}});
 
 // Unix millis of an RFC 3339 text that also renders back.
 std::optional<int64_t> ReadTime(std::string_view text) {
@@ -356,6 +371,7 @@ int FederationAnswerStatus(const FederationOutcome& outcome) {
                           return asked == event_type::kReservationExpiryDue ? 200 : 410;
                         },
                         [&](const ContractSigned& o) { return o.repeat ? 200 : 201; },
+                        [&](const ReservationRelayed& o) { return o.repeat ? 200 : 201; },
                         [&](const ContractExpired&) {
                           return asked == event_type::kContractExpiryDue ? 200 : 410;
                         },

@@ -10,7 +10,8 @@
 //                        contract.termination_requested  ◀── reservation.held | .refused |
 //                        contract.revocation_requested        .expired | .released,
 //                        contract.expiry_due                  contract.signed | .renewed |
-//                                                             .expired | .revoked | .terminated
+//                        reservation.relay_requested          .expired | .revoked | .terminated,
+//                                                             reservation.relayed
 //
 // Requests are named `<entity>.<what is asked>` (`_requested`; `received` for a new hold, which
 // is the peer's own reservation arriving; `expiry_due` for the sweeper's), outcomes are facts in
@@ -47,6 +48,7 @@ inline constexpr char kContractRenewalRequested[] = "dcm.contract.renewal_reques
 inline constexpr char kContractTerminationRequested[] = "dcm.contract.termination_requested";
 inline constexpr char kContractRevocationRequested[] = "dcm.contract.revocation_requested";
 inline constexpr char kContractExpiryDue[] = "dcm.contract.expiry_due";
+inline constexpr char kReservationRelayRequested[] = "dcm.reservation.relay_requested";
 // dcm.federation
 inline constexpr char kReservationHeld[] = "dcm.reservation.held";
 inline constexpr char kReservationRefused[] = "dcm.reservation.refused";
@@ -57,6 +59,7 @@ inline constexpr char kContractRenewed[] = "dcm.contract.renewed";
 inline constexpr char kContractExpired[] = "dcm.contract.expired";
 inline constexpr char kContractRevoked[] = "dcm.contract.revoked";
 inline constexpr char kContractTerminated[] = "dcm.contract.terminated";
+inline constexpr char kReservationRelayed[] = "dcm.reservation.relayed";
 }  // namespace event_type
 
 inline constexpr int kFederationEventSchemaVersion = 1;
@@ -154,10 +157,22 @@ struct ContractExpiryDue : FederationEnvelope {
   bool operator==(const ContractExpiryDue&) const = default;
 };
 
+// A supernode's (an enclave with no providers of the flavour): forward the consumer's reservation
+// `reservation_id` to the peer `next_hop`, under the same id, for the flavour `owner` offers.
+struct ReservationRelayRequested : FederationEnvelope {
+  static constexpr const char* kType = event_type::kReservationRelayRequested;
+  std::string reservation_id;
+  std::string flavor_id;
+  std::string consumer;  // the consumer enclave (the authenticated peer)
+  std::string next_hop;  // the peer enclave this one forwards to
+  std::string owner;     // the enclave that owns the flavour (signs the contract)
+  bool operator==(const ReservationRelayRequested&) const = default;
+};
+
 using FederationRequest =
     std::variant<ReservationReceived, ReservationConfirmRequested, ReservationReleaseRequested,
                  ReservationExpiryDue, ContractRenewalRequested, ContractTerminationRequested,
-                 ContractRevocationRequested, ContractExpiryDue>;
+                 ContractRevocationRequested, ContractExpiryDue, ReservationRelayRequested>;
 
 // ---- Outcomes (dcm.federation, keyed by reservation id) ----
 
@@ -221,9 +236,20 @@ struct ContractRevoked : ContractFact {
 };
 using ContractTerminated = FederationTagged<ContractFact, event_type::kContractTerminated>;
 
-using FederationOutcome = std::variant<ReservationHeld, ReservationRefused, ReservationExpired,
-                                       ReservationReleased, ContractSigned, ContractRenewed,
-                                       ContractExpired, ContractRevoked, ContractTerminated>;
+// A supernode relays the reservation to `next_hop`: it holds no capacity and no lease here; the
+// contract `contract_id` (ContractIdFor(owner, reservation_id)) is the owner's.
+struct ReservationRelayed : FederationOutcomeBase {
+  static constexpr const char* kType = event_type::kReservationRelayed;
+  std::string next_hop;
+  std::string owner;
+  std::string contract_id;
+  bool operator==(const ReservationRelayed&) const = default;
+};
+
+using FederationOutcome =
+    std::variant<ReservationHeld, ReservationRefused, ReservationExpired, ReservationReleased,
+                 ContractSigned, ContractRenewed, ContractExpired, ContractRevoked,
+                 ContractTerminated, ReservationRelayed>;
 
 // Type tags and envelopes.
 const char* TypeOf(const FederationRequest& request);
@@ -241,7 +267,7 @@ bool IsFederationOutcomeType(std::string_view type);
 std::string FederationOutcomeId(const std::string& request_id);
 
 // The HTTP status the peer API answers a request with once `outcome` decided it: 201 for a new
-// hold or contract, 200 for other successes and repeats, the refusal's status, 410 when the
+// hold, contract or relay, 200 for other successes and repeats, the refusal's status, 410 when the
 // call found its hold or contract expired.
 int FederationAnswerStatus(const FederationOutcome& outcome);
 

@@ -88,6 +88,9 @@ FederationOutcome Ended(const FederationOutcomeBase& base, const ReservationReco
   if (s == rs::kReleased) return Refused(base, refusal::kReleased, 410, what, contract_id);
   if (s == rs::kTerminated) return Refused(base, refusal::kTerminated, 410, what, contract_id);
   if (s == rs::kRevoked) return Refused(base, refusal::kRevoked, 410, what, contract_id);
+  if (s == rs::kRelayed) {
+    return Refused(base, refusal::kConflict, 409, what + " to '" + r.next_hop + "'", contract_id);
+  }
   return Refused(base, refusal::kExpired, 410, what, contract_id);  // hold or contract expired
 }
 
@@ -128,6 +131,7 @@ Result<std::optional<FederationOutcome>> FederationDecider::Decide(const Federat
         return OnContract(r, r.kType, r.contract_id, "", r.reason, seq, batch);
       },
       [&](const ContractExpiryDue& r) { return ExpireContract(r, seq, batch); },
+      [&](const ReservationRelayRequested& r) { return Relay(r, seq, batch); },
   };
   ASSIGN_OR_RETURN(auto outcome, std::visit(decide, request));
   const std::string& request_id = EnvelopeOf(request).event_id;
@@ -167,7 +171,7 @@ FederationDecider::Outcome FederationDecider::Reserve(const ReservationReceived&
   base.flavor_id = r.flavor_id;
   ASSIGN_OR_RETURN(auto record, state_.Reservation(r.reservation_id, &batch));
   if (record) {
-    if (record->consumer != r.consumer || record->flavor_id != r.flavor_id) {
+    if (record->consumer != r.consumer || record->flavor_id != r.flavor_id || record->Relayed()) {
       return Refused(base, refusal::kConflict, 409,
                      "reservation id '" + r.reservation_id + "' is taken");
     }
@@ -251,6 +255,35 @@ FederationDecider::Outcome FederationDecider::Release(const ReservationReleaseRe
     return With<ReservationReleased>(base);
   }
   return Ended(base, *record, record->contract_id);
+}
+
+FederationDecider::Outcome FederationDecider::Relay(const ReservationRelayRequested& r, int64_t seq,
+                                                    const StoreBatch& batch) {
+  auto base = BaseFor(r, r.kType, seq);
+  base.reservation_id = r.reservation_id;
+  base.consumer = r.consumer;
+  base.flavor_id = r.flavor_id;
+  ASSIGN_OR_RETURN(auto record, state_.Reservation(r.reservation_id, &batch));
+  if (record &&
+      !(record->Relayed() && record->consumer == r.consumer && record->flavor_id == r.flavor_id)) {
+    const std::string why = record->Relayed()
+                                ? "relayed for another consumer or flavour"
+                                : "a reservation of this enclave (" + record->state + ")";
+    return Refused(base, refusal::kConflict, 409,
+                   "reservation id '" + r.reservation_id + "' is taken: " + why);
+  }
+  auto o = With<ReservationRelayed>(base);
+  if (record) {  // relayed before: the first answer again
+    o.repeat = true;
+    o.next_hop = record->next_hop;
+    o.owner = record->owner;
+    o.contract_id = record->contract_id;
+    return o;
+  }
+  o.next_hop = r.next_hop;
+  o.owner = r.owner;
+  o.contract_id = ContractIdFor(r.owner, r.reservation_id);
+  return o;
 }
 
 FederationDecider::Outcome FederationDecider::ExpireHold(const ReservationExpiryDue& r, int64_t seq,

@@ -13,9 +13,16 @@
 //     unknown flavour (capacity nullopt) → refused unknown_flavor 404;
 //     live holds + live contracts of the flavour >= its capacity → refused no_capacity 409;
 //     else held until time + min(ttl, max_hold_ttl): the hold counts against the flavour at once.
-//   reserve, a reservation id seen before: another consumer or flavour → refused conflict 409;
-//     else the first answer again (`repeat`), except a hold that has ended without a contract
-//     (expired, released → refused 410).
+//   reserve, a reservation id seen before: another consumer or flavour, or relayed → refused
+//     conflict 409; else the first answer again (`repeat`), except a hold that has ended without
+//     a contract (expired, released → refused 410).
+//   relay (reservation.relay_requested, a supernode's), a new reservation id → relayed to
+//     next_hop with contract_id = ContractIdFor(owner, reservation id) (the id the owner will
+//     sign it under); no capacity is consulted or used, no lease starts. Seen before as relayed
+//     for the same consumer and flavour → the first answer again (its next_hop, owner, contract;
+//     `repeat`); any other record (another consumer or flavour, or decided here) → refused
+//     conflict 409. Confirm, release and contract calls on a relayed reservation → conflict 409
+//     (the supernode forwards those; its decider only remembers the relay).
 //   confirm: unknown → 404; another consumer's → 403; a live hold past its expiry → the hold
 //     expires now (reservation.expired, answered 410); a live hold → contract.signed with
 //     contract_id = UUIDv5(ns, "contract:" + enclave + "/" + reservation id) and
@@ -93,6 +100,7 @@ class FederationDecider {
                   const StoreBatch& batch);
   Outcome Confirm(const ReservationConfirmRequested& r, int64_t seq, const StoreBatch& batch);
   Outcome Release(const ReservationReleaseRequested& r, int64_t seq, const StoreBatch& batch);
+  Outcome Relay(const ReservationRelayRequested& r, int64_t seq, const StoreBatch& batch);
   Outcome ExpireHold(const ReservationExpiryDue& r, int64_t seq, const StoreBatch& batch);
   Outcome ExpireContract(const ContractExpiryDue& r, int64_t seq, const StoreBatch& batch);
   // renew, terminate and revoke (`consumer` empty: no consumer check; `reason`: revoke's).

@@ -43,6 +43,15 @@ Result<std::optional<ReservationRecord>> FederationView::Contract(
   return state_.Reservation(*reservation_id);
 }
 
+Result<std::optional<ReservationRecord>> FederationView::RelayOfContract(
+    const std::string& contract_id) const {
+  ASSIGN_OR_RETURN(auto reservation_id, state_.ReservationOfContract(contract_id));
+  if (!reservation_id) return std::optional<ReservationRecord>();
+  ASSIGN_OR_RETURN(auto record, state_.Reservation(*reservation_id));
+  if (!record || !record->Relayed()) return std::optional<ReservationRecord>();
+  return record;
+}
+
 Result<FlavorUsage> FederationView::Usage(const std::string& flavor_id) const {
   return state_.Usage(flavor_id);
 }

@@ -47,8 +47,11 @@ class FederationView {
   explicit FederationView(Store* store) : state_(store, FederationProjection::kPrefix) {}
 
   Result<std::optional<ReservationRecord>> Reservation(const std::string& reservation_id) const;
-  // The reservation record of `contract_id` (live or ended), if it was ever signed.
+  // The reservation record of `contract_id` (live or ended), if it was ever signed or relayed.
   Result<std::optional<ReservationRecord>> Contract(const std::string& contract_id) const;
+  // The relayed reservation whose contract (the owner's) is `contract_id`; nullopt for an unknown
+  // contract id or one this enclave signed itself.
+  Result<std::optional<ReservationRecord>> RelayOfContract(const std::string& contract_id) const;
   // Live holds and contracts on `flavor_id`: what the flavour derivation subtracts.
   Result<FlavorUsage> Usage(const std::string& flavor_id) const;
   // Live holds (flavor_id empty: of every flavour), in reservation id order.

@@ -57,6 +57,8 @@ std::string EncodeReservationRecord(const ReservationRecord& r) {
     w.Field("remote_instance_id", r.remote_instance_id);
     w.Field("contract_expires_at_ms", r.contract_expires_at_ms);
   }
+  if (!r.next_hop.empty()) w.Field("next_hop", r.next_hop);
+  if (!r.owner.empty()) w.Field("owner", r.owner);
   w.EndObject();
   return w.Take();
 }
@@ -79,6 +81,8 @@ Result<ReservationRecord> DecodeReservationRecord(std::string_view json) {
   r.contract_id = StringMember(o, "contract_id");
   r.remote_instance_id = StringMember(o, "remote_instance_id");
   r.contract_expires_at_ms = IntMember(o, "contract_expires_at_ms");
+  r.next_hop = StringMember(o, "next_hop");
+  r.owner = StringMember(o, "owner");
   if (r.reservation_id.empty() || r.state.empty()) {
     return MakeError(ErrorCode::kCorruption, "reservation record without id or state");
   }
@@ -217,6 +221,14 @@ Result<bool> FederationState::NewRecord(const FederationOutcome& outcome, Reserv
     RETURN_IF_ERROR(StartHold(r, batch));
     return true;
   }
+  if (const auto* relayed = std::get_if<ReservationRelayed>(&outcome)) {
+    r.state = reservation_state::kRelayed;  // no capacity, no lease: n/ and m/ only
+    r.next_hop = relayed->next_hop;
+    r.owner = relayed->owner;
+    r.contract_id = relayed->contract_id;
+    batch.Put(Key("m/", r.contract_id), r.reservation_id);
+    return true;
+  }
   // A new reservation's refusal is its record (a repeat gets it again).
   const auto* refused = std::get_if<ReservationRefused>(&outcome);
   if (!refused || refused->request_type != event_type::kReservationReceived) return false;
@@ -232,6 +244,7 @@ Result<bool> FederationState::ChangeRecord(const FederationOutcome& outcome, Res
   auto change = Overloaded{
       [&](const ReservationHeld&) -> Result<bool> { return false; },  // only a new one is held
       [&](const ReservationRefused&) -> Result<bool> { return false; },
+      [&](const ReservationRelayed&) -> Result<bool> { return false; },  // only a new one
       [&](const ReservationExpired&) -> Result<bool> {
         if (!r.HoldLive()) return false;
         RETURN_IF_ERROR(EndHold(r, batch));

@@ -13,11 +13,13 @@
 //                                  answer (kept forever, like the registrar's remembered ids)
 //   h/<reservation_id>          -> the record, while the hold is live
 //   c/<contract_id>             -> the record, while the contract is live
-//   m/<contract_id>             -> reservation_id (every contract ever signed)
+//   m/<contract_id>             -> reservation_id (every contract ever signed or relayed)
 //   k/<consumer>/<contract_id>  -> "" while the contract is live (contracts per consumer)
 //   u/<flavor_id>               -> "<holds> <contracts>" live on the flavour (absent: 0 0)
 //   x/<expires_at 16 hex>/h|c/<id> -> "" the expiry index of live holds and contracts
 //   q/<request_id>              -> the outcome type it got ("" for a moot sweep): decided once
+// A relayed reservation (a supernode's) has its n/ record and m/ entry only: it uses no capacity
+// here and has no lease (no h/, c/, k/, u/, x/).
 //
 // Apply is idempotent: a record takes an outcome only if its `seq` is newer than the record's
 // (dcm.federation is keyed by reservation id, so a reservation's outcomes arrive in order; a
@@ -49,6 +51,7 @@ inline constexpr char kSigned[] = "signed";  // a live contract
 inline constexpr char kContractExpired[] = "contract_expired";
 inline constexpr char kTerminated[] = "terminated";
 inline constexpr char kRevoked[] = "revoked";
+inline constexpr char kRelayed[] = "relayed";  // forwarded to a next hop (a supernode's)
 }  // namespace reservation_state
 
 struct ReservationRecord {
@@ -67,10 +70,14 @@ struct ReservationRecord {
   std::string contract_id;
   std::string remote_instance_id;
   int64_t contract_expires_at_ms = 0;
+  // relayed: the peer it was forwarded to and the flavour's owner (contract_id is the owner's).
+  std::string next_hop;
+  std::string owner;
   bool operator==(const ReservationRecord&) const = default;
 
   bool HoldLive() const { return state == reservation_state::kHeld; }
   bool ContractLive() const { return state == reservation_state::kSigned; }
+  bool Relayed() const { return state == reservation_state::kRelayed; }
 };
 
 std::string EncodeReservationRecord(const ReservationRecord& record);
@@ -134,7 +141,7 @@ class FederationState {
   Status EndContract(ReservationRecord& record, StoreBatch& batch);
   Result<bool> ApplyChange(const FederationOutcome& outcome,
                            std::optional<ReservationRecord> record, StoreBatch& batch);
-  // The record a held or refused new reservation starts (false: the outcome starts none).
+  // The record a held, refused or relayed new reservation starts (false: the outcome starts none).
   Result<bool> NewRecord(const FederationOutcome& outcome, ReservationRecord& r, StoreBatch& batch);
   // Moves an existing record on (false: the outcome does not apply to it as it is).
   Result<bool> ChangeRecord(const FederationOutcome& outcome, ReservationRecord& r,

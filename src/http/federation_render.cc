@@ -75,6 +75,12 @@ std::string AnswerBody(const FederationOutcome& outcome) {
             w.Field("remote_instance_id", o.remote_instance_id);
             w.Field("expires_at", FormatRfc3339Millis(o.expires_at_ms));
           },
+          [&](const ReservationRelayed& o) {
+            AnswerHead(w, o, reservation_state::kRelayed);
+            w.Field("next_hop", o.next_hop);
+            w.Field("owner", o.owner);
+            w.Field("contract_id", o.contract_id);
+          },
           [&](const FederationOutcomeBase& o) { AnswerHead(w, o, ""); },
       },
       outcome);

@@ -26,6 +26,17 @@ ReservationReceived Received() {
   return r;
 }
 
+ReservationRelayRequested RelayRequest() {
+  ReservationRelayRequested r;
+  r.time_ms = kT0;
+  r.reservation_id = "res-1";
+  r.flavor_id = "fl-1";
+  r.consumer = "a";
+  r.next_hop = "c";
+  r.owner = "o";
+  return r;
+}
+
 template <typename T>
 void ExpectRequestRoundTrip(const T& typed) {
   const CloudEvent event = EncodeFederationRequest(typed);
@@ -88,6 +99,7 @@ TEST(FederationEventsTest, EveryRequestTypeRoundTrips) {
   contract_due.contract_id = "c-1";
   contract_due.expires_at_ms = kT0;
   ExpectRequestRoundTrip(contract_due);
+  ExpectRequestRoundTrip(RelayRequest());
 }
 
 TEST(FederationEventsTest, EveryOutcomeTypeRoundTrips) {
@@ -124,6 +136,13 @@ TEST(FederationEventsTest, EveryOutcomeTypeRoundTrips) {
   static_cast<ContractFact&>(revoked) = fact;
   revoked.reason = "maintenance";
   ExpectOutcomeRoundTrip(revoked);
+  ReservationRelayed relayed;
+  relayed.next_hop = "c";
+  relayed.owner = "o";
+  relayed.contract_id = "c-1";
+  ExpectOutcomeRoundTrip(relayed);
+  relayed.repeat = true;
+  ExpectOutcomeRoundTrip(relayed);
 }
 
 TEST(FederationEventsTest, SubjectsNameTheEntityAndOutcomeIdsDeriveFromTheRequest) {
@@ -157,6 +176,40 @@ TEST(FederationEventsTest, ARequestWithAMissingOrBadFieldIsInvalidNotPoison) {
     EXPECT_EQ(decoded.error().code, ErrorCode::kInvalidArgument) << data;
     EXPECT_FALSE(decoded.error().fields.empty()) << data;
   }
+}
+
+TEST(FederationEventsTest, ARelayRequestWithAnEmptyOrMissingFieldIsInvalid) {
+  using R = ReservationRelayRequested;
+  const std::pair<const char*, std::string R::*> fields[] = {{"reservation_id", &R::reservation_id},
+                                                             {"flavor_id", &R::flavor_id},
+                                                             {"consumer", &R::consumer},
+                                                             {"next_hop", &R::next_hop},
+                                                             {"owner", &R::owner}};
+  for (const auto& [name, member] : fields) {
+    R empty = RelayRequest();
+    empty.*member = "";
+    CloudEvent missing = EncodeFederationRequest(RelayRequest());
+    const std::string key = std::string("\"") + name + "\":";
+    missing.data.replace(missing.data.find(key), key.size(),
+                         "\"renamed_" + std::string(name) + "\":");
+    for (const CloudEvent& event : {EncodeFederationRequest(empty), missing}) {
+      auto decoded = DecodeFederationRequest(event);
+      ASSERT_FALSE(decoded.has_value()) << event.data;
+      EXPECT_EQ(decoded.error().code, ErrorCode::kInvalidArgument) << event.data;
+      ASSERT_EQ(decoded.error().fields.size(), 1u) << event.data;
+      EXPECT_EQ(decoded.error().fields[0].field, name);
+    }
+  }
+  ReservationRelayed no_contract;
+  no_contract.request_id = "r";
+  no_contract.request_type = event_type::kReservationRelayRequested;
+  no_contract.next_hop = "c";
+  no_contract.owner = "o";
+  EXPECT_EQ(DecodeFederationOutcome(EncodeFederationOutcome(no_contract)).error().code,
+            ErrorCode::kCorruption);
+  EXPECT_TRUE(IsFederationRequestType(event_type::kReservationRelayRequested));
+  EXPECT_TRUE(IsFederationOutcomeType(event_type::kReservationRelayed));
+  EXPECT_FALSE(IsFederationOutcomeType(event_type::kReservationRelayRequested));
 }
 
 TEST(FederationEventsTest, UnknownTypesNewerSchemasAndBadTimesArePoison) {
@@ -201,6 +254,10 @@ TEST(FederationEventsTest, AnswersMapToThePeerApiStatuses) {
   EXPECT_EQ(FederationAnswerStatus(ContractSigned{}), 201);
   EXPECT_EQ(FederationAnswerStatus(ContractRenewed{}), 200);
   EXPECT_EQ(FederationAnswerStatus(ContractTerminated{}), 200);
+  ReservationRelayed relayed;
+  EXPECT_EQ(FederationAnswerStatus(relayed), 201);
+  relayed.repeat = true;
+  EXPECT_EQ(FederationAnswerStatus(relayed), 200);
 }
 
 }  // namespace

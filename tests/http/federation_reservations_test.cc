@@ -9,6 +9,7 @@
 #include "projections/federation_capacity.h"
 #include "src/http/federation_handlers.h"
 #include "src/http/federation_params.h"
+#include "src/http/federation_render.h"
 
 namespace dcm::http {
 namespace {
@@ -323,6 +324,25 @@ TEST(WithServiceTypeTest, AddsTheFlavoursTypeOrChecksIt) {
   EXPECT_EQ(*WithServiceType(R"({"service_type":"container"})", "container"),
             R"({"service_type":"container"})");
   EXPECT_FALSE(WithServiceType(R"({"service_type":"vm"})", "container"));
+}
+
+TEST(RenderFederationAnswerTest, ARelayedOutcomeAnswersItsNextHopOwnerAndContract) {
+  ReservationRelayed relayed;
+  relayed.reservation_id = "r1";
+  relayed.flavor_id = "fl-1";
+  relayed.consumer = "a";
+  relayed.next_hop = "c";
+  relayed.owner = "o";
+  relayed.contract_id = "k1";
+  HttpResponse first = RenderFederationAnswer(relayed);
+  EXPECT_EQ(first.status, 201);
+  EXPECT_EQ(first.body,
+            R"({"reservation_id":"r1","flavor_id":"fl-1","consumer":"a","state":"relayed",)"
+            R"("next_hop":"c","owner":"o","contract_id":"k1","repeat":false})");
+  relayed.repeat = true;
+  HttpResponse again = RenderFederationAnswer(relayed);
+  EXPECT_EQ(again.status, 200);
+  EXPECT_NE(again.body.find(R"("repeat":true)"), std::string::npos) << again.body;
 }
 
 }  // namespace

@@ -42,6 +42,19 @@ ReservationReceived Reserve(const std::string& id, const std::string& reservatio
   return r;
 }
 
+ReservationRelayRequested Relay(const std::string& id, const std::string& reservation,
+                                int64_t time_ms, const std::string& consumer = "a",
+                                const std::string& next_hop = "c",
+                                const std::string& flavor = "container-eu") {
+  auto r = At<ReservationRelayRequested>(time_ms, id);
+  r.reservation_id = reservation;
+  r.flavor_id = flavor;
+  r.consumer = consumer;
+  r.next_hop = next_hop;
+  r.owner = "o";
+  return r;
+}
+
 template <typename T>
 T OnReservation(const std::string& id, const std::string& reservation, int64_t time_ms,
                 const std::string& consumer = "a") {
@@ -86,6 +99,24 @@ class FederationDeciderTest : public ::testing::Test {
     if (!outcome) return T{};
     EXPECT_TRUE(std::holds_alternative<T>(*outcome)) << "got " << TypeOf(*outcome);
     return std::holds_alternative<T>(*outcome) ? std::get<T>(*outcome) : T{};
+  }
+
+  // The decider's keys (root cut off) of the families in `families`, e.g. "hckux".
+  std::map<std::string, std::string> Keys(std::string_view families) {
+    std::map<std::string, std::string> out;
+    const std::string root = FederationDecider::kRoot;
+    EXPECT_TRUE(store_->Scan(root, "", [&](std::string_view key, std::string_view value) {
+      const std::string_view rest = key.substr(root.size());
+      if (families.find(rest[0]) != std::string_view::npos) out.emplace(rest, value);
+      return true;
+    }));
+    return out;
+  }
+
+  std::optional<ReservationRecord> Record(const std::string& reservation) {
+    auto record = decider_.state().Reservation(reservation);
+    EXPECT_TRUE(record.has_value());
+    return record.value_or(std::nullopt);
   }
 
   FlavorUsage Usage(const std::string& flavor = "container-eu") {
@@ -356,8 +387,96 @@ TEST_F(FederationDeciderTest, ReleaseOfAConfirmedReservationIsAConflict) {
             refusal::kSigned);
 }
 
+TEST_F(FederationDeciderTest, ANewRelayGoesToTheNextHopUnderTheOwnersContractIdAndUsesNoCapacity) {
+  auto relayed = Expect<ReservationRelayed>(Relay("q1", "res-1", kT0, "a", "c"));
+  EXPECT_EQ(relayed.next_hop, "c");
+  EXPECT_EQ(relayed.owner, "o");
+  EXPECT_EQ(relayed.contract_id, ContractIdFor("o", "res-1"));
+  EXPECT_NE(relayed.contract_id, ContractIdFor("b", "res-1"));  // the owner's, not this enclave's
+  EXPECT_FALSE(relayed.repeat);
+  EXPECT_EQ(FederationAnswerStatus(relayed), 201);
+  auto record = Record("res-1");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->state, reservation_state::kRelayed);
+  EXPECT_EQ(record->consumer, "a");
+  EXPECT_EQ(record->flavor_id, "container-eu");
+  EXPECT_EQ(record->next_hop, "c");
+  EXPECT_EQ(record->owner, "o");
+  EXPECT_EQ(record->contract_id, relayed.contract_id);
+  // n/ and m/ only: no hold, contract, consumer index, usage or expiry.
+  EXPECT_EQ(Keys("m"), (std::map<std::string, std::string>{{"m/" + relayed.contract_id, "res-1"}}));
+  EXPECT_EQ(Keys("n").size(), 1u);
+  EXPECT_TRUE(Keys("hckux").empty());
+  EXPECT_EQ(Usage(), FlavorUsage{});
+  // A relay consults no capacity: a flavour not offered here relays as well.
+  flavors_.clear();
+  EXPECT_EQ(Expect<ReservationRelayed>(Relay("q2", "res-2", kT0, "a", "c", "gpu")).flavor_id,
+            "gpu");
+}
+
+TEST_F(FederationDeciderTest, ARepeatedRelayGetsTheFirstAnswerAndChangesNothing) {
+  auto first = Expect<ReservationRelayed>(Relay("q1", "res-1", kT0, "a", "c"));
+  const auto before = Keys("nhckmux");
+  auto again = Relay("q2", "res-1", kT0 + kSecond, "a", "d");  // another next hop this time
+  again.owner = "p";
+  auto repeat = Expect<ReservationRelayed>(again);
+  EXPECT_TRUE(repeat.repeat);
+  EXPECT_EQ(FederationAnswerStatus(repeat), 200);
+  EXPECT_EQ(repeat.next_hop, "c");
+  EXPECT_EQ(repeat.owner, "o");
+  EXPECT_EQ(repeat.contract_id, first.contract_id);
+  EXPECT_EQ(Keys("nhckmux"), before);
+  EXPECT_EQ(*decider_.state().Decided("q2"),
+            std::optional<std::string>(event_type::kReservationRelayed));
+}
+
+TEST_F(FederationDeciderTest, ARelayOfAnotherConsumersOrFlavoursReservationIdIsAConflict) {
+  Expect<ReservationRelayed>(Relay("q1", "res-1", kT0, "a"));
+  auto other_consumer = Expect<ReservationRefused>(Relay("q2", "res-1", kT0, "x"));
+  EXPECT_EQ(other_consumer.reason, refusal::kConflict);
+  EXPECT_EQ(other_consumer.status, 409);
+  EXPECT_NE(other_consumer.detail.find("res-1"), std::string::npos);
+  auto other_flavour = Expect<ReservationRefused>(Relay("q3", "res-1", kT0, "a", "c", "vm"));
+  EXPECT_EQ(other_flavour.reason, refusal::kConflict);
+  auto record = Record("res-1");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->consumer, "a");
+  EXPECT_EQ(record->flavor_id, "container-eu");
+}
+
+TEST_F(FederationDeciderTest, ARelayOfAReservationIdDecidedHereIsAConflict) {
+  Expect<ReservationHeld>(Reserve("q1", "res-1", kT0));
+  auto held_here = Expect<ReservationRefused>(Relay("q2", "res-1", kT0 + kSecond));
+  EXPECT_EQ(held_here.reason, refusal::kConflict);
+  EXPECT_EQ(held_here.status, 409);
+  EXPECT_NE(held_here.detail.find("held"), std::string::npos) << held_here.detail;
+  EXPECT_EQ(Record("res-1")->state, reservation_state::kHeld);
+  EXPECT_EQ(Usage(), (FlavorUsage{1, 0}));
+  EXPECT_TRUE(Keys("m").empty());
+  flavors_["container-eu"] = 0;  // refused here (no capacity): still this enclave's id
+  Expect<ReservationRefused>(Reserve("q3", "res-2", kT0));
+  EXPECT_EQ(Expect<ReservationRefused>(Relay("q4", "res-2", kT0)).reason, refusal::kConflict);
+  EXPECT_EQ(Record("res-2")->state, reservation_state::kRefused);
+}
+
+TEST_F(FederationDeciderTest, LocalCallsOnARelayedReservationIdAreConflicts) {
+  auto relayed = Expect<ReservationRelayed>(Relay("q1", "res-1", kT0));
+  for (const FederationRequest& call :
+       {FederationRequest(Reserve("q2", "res-1", kT0)),
+        FederationRequest(OnReservation<ReservationConfirmRequested>("q3", "res-1", kT0)),
+        FederationRequest(OnReservation<ReservationReleaseRequested>("q4", "res-1", kT0)),
+        FederationRequest(OnContract<ContractRenewalRequested>("q5", relayed.contract_id, kT0))}) {
+    auto refused = Expect<ReservationRefused>(call);
+    EXPECT_EQ(refused.reason, refusal::kConflict) << TypeOf(call);
+    EXPECT_EQ(refused.status, 409) << TypeOf(call);
+  }
+  EXPECT_EQ(Record("res-1")->state, reservation_state::kRelayed);
+  EXPECT_TRUE(Keys("hckux").empty());
+}
+
 TEST_F(FederationDeciderTest, FoldingTheOutcomesRebuildsTheSameStateByteForByte) {
   auto contract = HoldAndConfirm("res-1", kT0);
+  Expect<ReservationRelayed>(Relay("q0", "res-9", kT0 + kSecond));
   Expect<ReservationHeld>(Reserve("q1", "res-2", kT0 + 2 * kSecond, "c"));
   Expect<ReservationRefused>(Reserve("q2", "res-3", kT0 + 3 * kSecond, "d"));
   Expect<ContractRenewed>(

@@ -69,6 +69,15 @@ std::vector<CloudEvent> History(Store* store) {
   terminate.contract_id = ContractIdFor("b", "res-2");
   terminate.consumer = "c";
   requests.push_back(terminate);
+  for (const char* id : {"q9", "q10"}) {  // a relay (a supernode's) and its repeat
+    auto relay = At<ReservationRelayRequested>(kT0 + 8, id);
+    relay.reservation_id = "res-6";
+    relay.flavor_id = "container";
+    relay.consumer = "a";
+    relay.next_hop = "c";
+    relay.owner = "o";
+    requests.push_back(relay);
+  }
   std::vector<CloudEvent> out;
   int64_t seq = 0;
   for (const auto& request : requests) {
@@ -128,6 +137,30 @@ TEST(FederationProjectionTest, TheViewShowsLiveHoldsAndContractsPerFlavourAndCon
   EXPECT_EQ((*view.Reservation("res-3"))->reason, refusal::kNoCapacity);
   EXPECT_EQ(*view.OutcomeType("q5"), std::optional<std::string>(event_type::kContractSigned));
   EXPECT_EQ(view.Contracts("container")->size(), 1u);
+}
+
+TEST(FederationProjectionTest, ARelayIsFoundByTheOwnersContractIdAndUsesNoCapacity) {
+  auto store = OpenInMemory("/fed-relay");
+  const auto events = History(store.get());
+  FederationProjection projection(store.get(), nullptr, nullptr);
+  Fold(store.get(), projection, events);
+  FederationView view(store.get());
+  auto relay = *view.RelayOfContract(ContractIdFor("o", "res-6"));
+  ASSERT_TRUE(relay.has_value());
+  EXPECT_EQ(relay->reservation_id, "res-6");
+  EXPECT_EQ(relay->state, reservation_state::kRelayed);
+  EXPECT_EQ(relay->consumer, "a");
+  EXPECT_EQ(relay->next_hop, "c");
+  EXPECT_EQ(relay->owner, "o");
+  EXPECT_EQ(*view.Reservation("res-6"), relay);
+  // Contracts this enclave signed, and unknown ids, are no relays.
+  EXPECT_FALSE(view.RelayOfContract(ContractIdFor("b", "res-1"))->has_value());
+  EXPECT_FALSE(view.RelayOfContract(ContractIdFor("b", "res-6"))->has_value());
+  EXPECT_FALSE(view.RelayOfContract("nope")->has_value());
+  // Nothing live or counted: the flavour's usage is res-1's contract only.
+  EXPECT_EQ(*view.Usage("container"), (FlavorUsage{0, 1}));
+  EXPECT_TRUE(view.ContractsOf("a")->size() == 1u);
+  EXPECT_EQ(*view.OutcomeType("q10"), std::optional<std::string>(event_type::kReservationRelayed));
 }
 
 TEST(FederationProjectionTest, TheProjectionHoldsTheDecidersStateKeyForKey) {
