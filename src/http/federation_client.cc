@@ -85,7 +85,9 @@ Result<HttpResponse> HttpFederationApi::Call(const std::string& peer, const std:
 Result<HttpResponse> HttpFederationApi::Call(const std::string& peer, const std::string& method,
                                              const std::string& target, const std::string& body,
                                              std::chrono::milliseconds timeout) const {
-  return Call(peer, method, target, body, FedHop{.via = {enclave_id_}}, timeout);
+  FedHop own;
+  own.via = {enclave_id_};
+  return Call(peer, method, target, body, own, timeout);
 }
 
 Result<PeerAnswer> HttpFederationApi::Answer(const std::string& peer, const std::string& method,
@@ -128,8 +130,11 @@ std::vector<PeerOffer> HttpFederationApi::Offers(const std::string& peer,
                                                  const std::string& request_id,
                                                  std::chrono::milliseconds deadline) const {
   auto logger = Logger("federation-client");
+  FedHop hop;
+  hop.request_id = request_id;
+  hop.via = {enclave_id_};
   auto response = Call(peer, "GET", "/flavors?service_type=" + PercentEncode(service_type), "",
-                       FedHop{.request_id = request_id, .via = {enclave_id_}}, deadline);
+                       hop, deadline);
   if (!response || response->status != 200) {
     logger->warn(
         "msg=\"peer skipped in discovery\" peer={} error=\"{}\"", peer,

@@ -216,7 +216,10 @@ class FakeForwarder final : public FederationForwarder {
     forwarded.push_back(peer + " " + method + " " + target);
     forwarded_bodies.push_back(body);
     hops.push_back(in);
-    return HttpResponse{201, "application/json", R"({"from":"next hop"})"};
+    HttpResponse answer;
+    answer.status = 201;
+    answer.body = R"({"from":"next hop"})";
+    return answer;
   }
 
   std::set<std::string> seen;
