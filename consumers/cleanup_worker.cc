@@ -76,11 +76,17 @@ void CleanupWorker::RunCycle() {
   ProviderByName by_name(registry_);
   for (const auto& r : *records) {
     if (r.status == kCleanupFailedStatus) continue;
+    if (const std::string peer = PeerOfProviderName(r.provider_name); !peer.empty()) {
+      submitted += Submit(r, [this, r, peer] { AttemptOnPeer(r, peer); }) ? 1 : 0;
+      continue;
+    }
     std::optional<Provider> provider = ProviderOf(r, by_name);
     const HealthStatus health =
         provider ? ProviderHealth(*health_, *provider) : HealthStatus::kPending;
     if (provider && health == HealthStatus::kReady) {
-      submitted += Submit(r, *provider) ? 1 : 0;
+      submitted +=
+          Submit(r, [this, r, endpoint = provider->spec.endpoint] { Attempt(r, endpoint); }) ? 1
+                                                                                            : 0;
     } else if (r.status != kCleanupPendingProvider) {  // parked already: no retry burned
       if (auto sent = Park(r, provider.has_value(), health)) parked.push_back(std::move(*sent));
     }
@@ -125,41 +131,96 @@ std::optional<Provider> CleanupWorker::ProviderByName::Find(const std::string& n
   return it->second;
 }
 
-bool CleanupWorker::Submit(const CleanupRecord& r, const Provider& provider) {
+bool CleanupWorker::Submit(const CleanupRecord& r, std::function<void()> attempt) {
   {
     std::lock_guard lock(mu_);
     if (!cleaning_.insert(r.instance_id).second) return false;
     ++tasks_;
   }
-  pool_->Submit([this, r, endpoint = provider.spec.endpoint] {
-    Attempt(r, endpoint);
+  pool_->Submit([this, id = r.instance_id, attempt = std::move(attempt)] {
+    attempt();
     std::lock_guard lock(mu_);
-    cleaning_.erase(r.instance_id);
+    cleaning_.erase(id);
     if (--tasks_ == 0) cv_.notify_all();
   });
   return true;
 }
 
-void CleanupWorker::Attempt(const CleanupRecord& r, const std::string& endpoint) {
-  auto reply = sp_->DeleteInstance(endpoint, r.instance_id);
+CleanupAttempted CleanupWorker::AttemptOf(const CleanupRecord& r, int http_status) const {
   CleanupAttempted attempt;
   attempt.actor = kCleanupActor;
   attempt.instance_id = r.instance_id;
   attempt.provider_name = r.provider_name;
   attempt.provider_id = r.provider_id;
   attempt.max_retries = options_.max_retries;
-  attempt.http_status = reply ? reply->http_status : 0;
+  attempt.http_status = http_status;
+  attempt.retry_count = r.retry_count;
+  attempt.status = "DELETED";
+  return attempt;
+}
+
+void CleanupWorker::Failed(const CleanupRecord& r, CleanupAttempted& attempt,
+                           std::string error) const {
+  attempt.outcome = "failed";
+  attempt.error = std::move(error);
+  attempt.retry_count = r.retry_count + 1;
+  attempt.status =
+      attempt.retry_count >= options_.max_retries ? kCleanupFailedStatus : kCleanupPending;
+}
+
+void CleanupWorker::Attempt(const CleanupRecord& r, const std::string& endpoint) {
+  auto reply = sp_->DeleteInstance(endpoint, r.instance_id);
+  CleanupAttempted attempt = AttemptOf(r, reply ? reply->http_status : 0);
   if (reply && (Is2xx(reply->http_status) || reply->http_status == 404)) {
     attempt.outcome = reply->http_status == 404 ? "gone" : "deleted";
-    attempt.status = "DELETED";
-    attempt.retry_count = r.retry_count;
   } else {
-    attempt.outcome = "failed";
-    attempt.error = DescribeSpReply(reply);
-    attempt.retry_count = r.retry_count + 1;
-    attempt.status =
-        attempt.retry_count >= options_.max_retries ? kCleanupFailedStatus : kCleanupPending;
+    Failed(r, attempt, DescribeSpReply(reply));
   }
+  Finish(r, std::move(attempt));
+}
+
+void CleanupWorker::AttemptOnPeer(const CleanupRecord& r, const std::string& peer) {
+  auto instance = instances_->GetInstance(r.instance_id);
+  std::optional<RemotePlacement> remote;
+  if (instance && *instance) remote = DecodeRemotePlacement((**instance).placement);
+  Result<PeerAnswer> answer = MakeError(ErrorCode::kUnavailable, "no peers configured");
+  if (!remote) {  // no contract recorded: nothing there to end
+    answer = PeerAnswer();
+    answer->http_status = 404;
+  } else if (options_.federation) {
+    answer = options_.federation->Terminate(peer, remote->contract_id);
+  }
+  if (!answer) {  // the peer is not there to ask: parked, as for an SP that is not Ready
+    CleanupParked parked;
+    parked.actor = kCleanupActor;
+    parked.instance_id = r.instance_id;
+    parked.provider_name = r.provider_name;
+    parked.status = kCleanupPendingProvider;
+    parked.error = "peer '" + peer + "' did not answer: " + answer.error().message;
+    emitter_->Emit(r.root, parked);
+    return;
+  }
+  const int status = answer->http_status;
+  CleanupAttempted attempt = AttemptOf(r, status);
+  if (Is2xx(status) || status == 404 || status == 410) {
+    if (remote) {
+      RemoteFact ended;
+      ended.actor = kCleanupActor;
+      ended.resource_id = r.instance_id;
+      ended.peer = peer;
+      ended.contract_id = remote->contract_id;
+      ended.http_status = status;
+      if (!emitter_->Emit(r.root, RemoteContractTerminated{ended})) return;
+    }
+    attempt.outcome = Is2xx(status) ? "deleted" : "gone";
+  } else {
+    Failed(r, attempt, "peer '" + peer + "' answered " + std::to_string(status) + ": " +
+                           answer->detail);
+  }
+  Finish(r, std::move(attempt));
+}
+
+void CleanupWorker::Finish(const CleanupRecord& r, CleanupAttempted attempt) {
   metrics_
       ->GetCounter("dcm_cleanup_attempts_total", "Deferred-delete attempts by outcome",
                    "outcome=\"" + attempt.outcome + "\"")

@@ -11,6 +11,11 @@
 // garbage-collected or force-deleted (SPEC §8) and registered again gets a new id, and the
 // deletes its lost resources wait for reach it then.
 //
+// A record of a resource on a peer enclave (provider "peer:<enclave>", SPEC §10) is cleaned by
+// terminating its contract instead (DELETE /contracts/{id} through the FederationApi): 2xx, 404
+// and 410 end it (contract.terminated, then the attempt); a peer that does not answer parks it
+// (PENDING_PROVIDER, no retry burned); another answer burns a retry as an SP's would.
+//
 // Its facts (actor dcm/cleanup) go through the FactEmitter, so only the owner of a record's
 // root acts on it. Thread-safety: Start/Stop from one thread; RunCycle from any (tests).
 #pragma once
@@ -18,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -32,6 +38,7 @@
 #include "projections/instance_projection.h"
 #include "projections/registry_projection.h"
 #include "src/common/metrics.h"
+#include "src/common/federation_ports.h"
 #include "src/common/placement_ports.h"
 
 namespace dcm {
@@ -40,6 +47,7 @@ struct CleanupOptions {
   // CLEANUP_INTERVAL / CLEANUP_MAX_RETRIES (SPEC §2).
   std::chrono::milliseconds interval{60000};
   int max_retries = 10;
+  FederationApi* federation = nullptr;  // peers' contracts (SPEC §10); null: no peers
 };
 
 class CleanupWorker {
@@ -71,9 +79,16 @@ class CleanupWorker {
   };
   // The provider of `r`'s record: by id, else by name (registered again under a new id).
   std::optional<Provider> ProviderOf(const CleanupRecord& r, ProviderByName& by_name) const;
-  // Queues one DELETE attempt on the pool; false if one runs already for the record.
-  bool Submit(const CleanupRecord& r, const Provider& provider);
+  // Queues one attempt on the pool; false if one runs already for the record.
+  bool Submit(const CleanupRecord& r, std::function<void()> attempt);
   void Attempt(const CleanupRecord& r, const std::string& endpoint);
+  // A resource on `peer`: its contract terminated.
+  void AttemptOnPeer(const CleanupRecord& r, const std::string& peer);
+  // An attempt at `r` that ended it (outcome still to set), and the same turned into a failure.
+  CleanupAttempted AttemptOf(const CleanupRecord& r, int http_status) const;
+  void Failed(const CleanupRecord& r, CleanupAttempted& attempt, std::string error) const;
+  // Records `attempt` (counted, emitted, alerted when it was the last retry).
+  void Finish(const CleanupRecord& r, CleanupAttempted attempt);
   void Alert(const CleanupRecord& r, const CleanupAttempted& attempt);
 
   CleanupOptions options_;

@@ -89,9 +89,11 @@ void ContractRenewer::Tick() {
     // must not hold up the renewals of other peers' contracts.
     if (!lease.lost && now >= lease.due_ms && !unreachable_.count(remote->peer)) {
       // Read only when due: a LOST resource (found by this instance or an earlier owner) waits
-      // for its recovery and is not renewed again.
+      // for its recovery, and one queued for cleanup for its contract's end: neither is renewed.
       auto resource = instances_->GetResource(instance.id);
-      lease.lost = resource && *resource && (*resource)->status == kLostStatus;
+      auto queued = instances_->GetCleanup(instance.id);
+      lease.lost = (resource && *resource && (*resource)->status == kLostStatus) ||
+                   (queued && *queued);
       if (!lease.lost) lease = Renew(instance, *remote, now);
     }
     next[instance.id] = lease;

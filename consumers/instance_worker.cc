@@ -38,7 +38,8 @@ InstanceWorker::InstanceWorker(InstanceWorkerOptions options, Store* store, Appl
       sagas_({registry, health, sp, policy, clock, options_.federation, options_.discovery_timeout,
               options_.hold_ttl},
              &emitter_, &decider_, &pool_, metrics, &running_),
-      cleanup_({options_.cleanup_interval, options_.cleanup_max_retries}, instances, registry,
+      cleanup_({options_.cleanup_interval, options_.cleanup_max_retries, options_.federation},
+               instances, registry,
                health, sp, &emitter_, &pool_, metrics) {}
 
 InstanceWorker::~InstanceWorker() { Stop(); }

@@ -177,15 +177,19 @@ bool SagaRunner::CreateOnPeer(Saga& saga, const std::string& instance_id) {
 }
 
 // A peer's instance goes with its contract: DELETE /contracts/{id} (a contract the peer no
-// longer has, or has ended, is gone too). Always at once, whatever the delete mode: the cleanup
-// queue calls SPs, not peers, and a peer expires a contract nobody renews.
+// longer has, or has ended, is gone too). A deferred delete, or one whose peer does not end the
+// contract, goes to the cleanup queue (CleanupWorker terminates it there) unless the delete is
+// direct (then 502). Meanwhile nothing renews it: the peer also ends it when its lease runs out.
 bool SagaRunner::DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si,
-                              const RemotePlacement& remote) {
-  auto answer = Retried(running_, [&] {
-    return ports_.federation
-               ? ports_.federation->Terminate(remote.peer, remote.contract_id)
-               : Result<PeerAnswer>(MakeError(ErrorCode::kUnavailable, "no peers configured"));
-  });
+                              const RemotePlacement& remote, DeleteMode mode) {
+  Result<PeerAnswer> answer = MakeError(ErrorCode::kUnavailable, "not contacted (deferred)");
+  if (mode != DeleteMode::kDeferred) {
+    answer = Retried(running_, [&] {
+      return ports_.federation
+                 ? ports_.federation->Terminate(remote.peer, remote.contract_id)
+                 : Result<PeerAnswer>(MakeError(ErrorCode::kUnavailable, "no peers configured"));
+    });
+  }
   const int status = answer ? answer->http_status : 0;
   if (Is2xxAnswer(answer) || status == 404 || status == 410) {
     RemoteFact ended;
@@ -201,6 +205,7 @@ bool SagaRunner::DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si,
     deleted.http_status = status;
     return Emit(saga, std::move(deleted));
   }
+  if (mode != DeleteMode::kDirect) return Enqueue(saga, si);
   const std::string error = answer ? "answered " + std::to_string(status) + ": " + answer->detail
                                    : answer.error().message;
   InstanceDeleteFailed failed;
@@ -211,7 +216,8 @@ bool SagaRunner::DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si,
   if (!Emit(saga, std::move(failed))) return false;
   return Fail(saga, {502, "delete_failed",
                      "peer '" + remote.peer + "' did not terminate contract '" +
-                         remote.contract_id + "': " + error});
+                         remote.contract_id + "': " + error +
+                         " (DELETE ?deferred=true queues it for cleanup)"});
 }
 
 }  // namespace dcm

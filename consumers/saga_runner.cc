@@ -252,7 +252,9 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
   if (!instance) return Fail(saga, {500, "internal", instance.error().message});
   if (!*instance || (*instance)->deleted) return true;  // nothing lives on an SP
   const ServiceTypeInstance& si = **instance;
-  if (auto remote = DecodeRemotePlacement(si.placement)) return DeleteOnPeer(saga, si, *remote);
+  if (auto remote = DecodeRemotePlacement(si.placement)) {
+    return DeleteOnPeer(saga, si, *remote, mode);
+  }
   if (saga.Has(event_type::kInstanceDeleteFailed)) {  // resumed after the failure was recorded
     return Fail(saga, {502, "delete_failed",
                        "provider '" + si.provider_name + "' did not delete instance '" +
@@ -276,15 +278,7 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
     deleted.http_status = reply->http_status;
     return Emit(saga, std::move(deleted));
   }
-  if (mode != DeleteMode::kDirect) {
-    CleanupEnqueued queued;
-    queued.instance_id = instance_id;
-    queued.provider_name = si.provider_name;
-    queued.provider_id = si.provider_id;
-    queued.service_type = si.service_type;
-    queued.requested_at_ms = ports_.clock->NowMillis();
-    return Emit(saga, std::move(queued));
-  }
+  if (mode != DeleteMode::kDirect) return Enqueue(saga, si);
   InstanceDeleteFailed failed;
   failed.instance_id = instance_id;
   failed.provider_name = si.provider_name;
@@ -295,6 +289,16 @@ bool SagaRunner::DeleteOnProvider(Saga& saga, const std::string& instance_id, De
                             " (DELETE ?deferred=true queues it for cleanup)";
   if (!Emit(saga, std::move(failed))) return false;
   return Fail(saga, {502, "delete_failed", error});
+}
+
+bool SagaRunner::Enqueue(Saga& saga, const ServiceTypeInstance& si) {
+  CleanupEnqueued queued;
+  queued.instance_id = si.id;
+  queued.provider_name = si.provider_name;
+  queued.provider_id = si.provider_id;
+  queued.service_type = si.service_type;
+  queued.requested_at_ms = ports_.clock->NowMillis();
+  return Emit(saga, std::move(queued));
 }
 
 bool SagaRunner::Record(Saga& saga, const SagaStep& step) {

@@ -84,7 +84,10 @@ class SagaRunner {
   OfferResult Refused(Saga& saga, RemoteFact fact, const Result<PeerAnswer>& answer);
   bool RecordPeerPlacement(Saga& saga, ResourcePlaced placed);
   bool CreateOnPeer(Saga& saga, const std::string& instance_id);
-  bool DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si, const RemotePlacement& remote);
+  bool DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si, const RemotePlacement& remote,
+                    DeleteMode mode);
+  // cleanup.enqueued for `si`: the CleanupWorker deletes it from its SP, or ends its contract.
+  bool Enqueue(Saga& saga, const ServiceTypeInstance& si);
   bool CheckNamedProvider(Saga& saga, const SagaStep& step);
   bool CreateOnProvider(Saga& saga, const std::string& instance_id);
   bool DeleteOnProvider(Saga& saga, const std::string& instance_id, DeleteMode mode);

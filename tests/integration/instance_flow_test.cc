@@ -1790,5 +1790,48 @@ TEST(InstanceFlowFederationTest, NoLocalProviderPlacesOnTheBestPeerThatTakesItAn
   EXPECT_EQ(fed.Calls("reserve").size(), 5u) << "federation: never asks no peer";
 }
 
+TEST(InstanceFlowFederationTest, AContractThePeerCannotEndNowIsQueuedAndTheCleanupEndsItLater) {
+  FakeSp sp;
+  FakeFederation fed;
+  fed.peers["b"].offers = {OfferOf("b", "f-b", 1)};
+  auto h = Harness::Create();
+  ASSERT_NE(h, nullptr);
+  ReleaseOnExit release{{&sp}};
+  Node& node = h->AddNode("a");
+  ASSERT_TRUE(node.StartWorker(&sp, nullptr, {.name = "a", .federation = &fed}));
+  ASSERT_TRUE(WaitUntil([&] { return node.worker->Joined(); }, h->GroupSettleTimeout()));
+  InstanceEvent create = CreateCii(Unique("nowhere"));
+  auto created = node.Run(create);
+  ASSERT_TRUE(created && created->type == event_type::kOperationCompleted);
+  const std::string contract =
+      "contract-of-" + ReservationIdFor(create.request_id, create.resource_id, "b");
+
+  fed.peers["b"].reachable = false;
+  InstanceEvent remove = NewRequest(Operation::kDeleteCatalogItemInstance, create.root);
+  remove.catalog_item_instance_id = create.catalog_item_instance_id;
+  auto removed = node.Run(remove);
+  ASSERT_TRUE(removed) << removed.error().message;
+  ASSERT_EQ(removed->type, event_type::kOperationCompleted) << removed->error;
+  auto queued = node.CleanupOf(create.resource_id);
+  ASSERT_TRUE(queued) << "a peer that cannot be reached leaves the contract to the cleanup queue";
+  EXPECT_EQ(queued->provider_name, "peer:b");
+  EXPECT_EQ(fed.Calls("terminate").size(), 3u);
+
+  node.worker->RunCleanupCycle();  // still unreachable: parked, no retry burned
+  ASSERT_TRUE(h->Settle());
+  queued = node.CleanupOf(create.resource_id);
+  ASSERT_TRUE(queued);
+  EXPECT_EQ(queued->status, kCleanupPendingProvider);
+  EXPECT_EQ(queued->retry_count, 0);
+
+  fed.peers["b"].reachable = true;
+  node.worker->RunCleanupCycle();
+  ASSERT_TRUE(h->Settle());
+  EXPECT_FALSE(node.CleanupOf(create.resource_id));
+  EXPECT_TRUE(node.InstanceOf(create.resource_id)->deleted);
+  EXPECT_EQ(fed.Calls("terminate").size(), 5u);
+  EXPECT_EQ(fed.Calls("terminate").back(), "terminate b " + contract);
+}
+
 }  // namespace
 }  // namespace dcm
