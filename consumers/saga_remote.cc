@@ -37,6 +37,16 @@ Result<PeerAnswer> Retried(const std::atomic<bool>* running, Call call) {
 
 bool Is2xxAnswer(const Result<PeerAnswer>& answer) { return answer && Is2xx(answer->http_status); }
 
+// dcm_federation_<what>_total{peer,outcome}: the consumer side's offers, holds and contracts.
+void CountPeer(Metrics* metrics, const std::string& what, const std::string& peer,
+               const std::string& outcome) {
+  metrics
+      ->GetCounter("dcm_federation_" + what + "_total",
+                   "Placements on peer enclaves: " + what + " by peer and outcome",
+                   "peer=\"" + peer + "\",outcome=\"" + outcome + "\"")
+      .Inc();
+}
+
 // A 2xx that lacks what the facts it becomes require (a lease's end; a contract's ids) is a bad
 // answer, never recorded as held or signed (the port's HTTP transport checks this too).
 Result<PeerAnswer> Checked(Result<PeerAnswer> answer, bool contract) {
@@ -66,9 +76,10 @@ bool SagaRunner::PlaceOnPeer(Saga& saga, const SagaStep& step, const ResourcePla
   std::set<std::string> peers;
   if (!offers.empty()) peers.insert(offers.front().peer);
   const std::string service_type = SpecServiceType(placed.spec);
-  for (PeerOffer& offer :
-       RankOffers(ports_.federation->Discover(service_type, ports_.discovery_timeout),
-                  SpecRegion(placed.spec))) {
+  std::vector<PeerOffer> discovered =
+      ports_.federation->Discover(service_type, ports_.discovery_timeout);
+  for (const PeerOffer& offer : discovered) CountPeer(metrics_, "offers", offer.peer, "offered");
+  for (PeerOffer& offer : RankOffers(std::move(discovered), SpecRegion(placed.spec))) {
     if (peers.insert(offer.peer).second) offers.push_back(std::move(offer));
   }
   logger->info("msg=\"no local provider: asking peers\" root={} service_type={} offers={}",
@@ -110,6 +121,7 @@ SagaRunner::OfferResult SagaRunner::TryOffer(Saga& saga, const SagaStep& step,
                       false);
   if (!Is2xxAnswer(held)) return Refused(saga, fact, held);
   fact.expires_at_ms = held->expires_at_ms;
+  CountPeer(metrics_, "holds", fact.peer, "held");
   if (!Emit(saga, RemoteReservationHeld{fact})) return OfferResult::kEnded;
   auto signed_ =
       Checked(Retried(running_, [&] { return api.Confirm(fact.peer, fact.reservation_id); }), true);
@@ -120,6 +132,7 @@ SagaRunner::OfferResult SagaRunner::TryOffer(Saga& saga, const SagaStep& step,
   fact.contract_id = signed_->contract_id;
   fact.instance_id = signed_->remote_instance_id;
   fact.expires_at_ms = signed_->expires_at_ms;
+  CountPeer(metrics_, "contracts", fact.peer, "signed");
   if (!Emit(saga, RemoteContractSigned{fact})) return OfferResult::kEnded;
   saga.contract_id = fact.contract_id;
   return OfferResult::kSigned;
@@ -136,6 +149,7 @@ SagaRunner::OfferResult SagaRunner::Refused(Saga& saga, RemoteFact fact,
     fact.reason = "unreachable";
     fact.error = answer.error().message;
   }
+  CountPeer(metrics_, "holds", fact.peer, fact.reason);
   Logger("instance-worker")
       ->info(
           "msg=\"peer refused the reservation\" root={} peer={} reservation_id={} reason={} "
@@ -197,6 +211,7 @@ bool SagaRunner::DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si,
     ended.peer = remote.peer;
     ended.contract_id = remote.contract_id;
     ended.http_status = status;
+    CountPeer(metrics_, "contracts", remote.peer, "terminated");
     if (!Emit(saga, RemoteContractTerminated{ended})) return false;
     InstanceDeleted deleted;
     deleted.instance_id = si.id;
