@@ -86,7 +86,7 @@ void CleanupWorker::RunCycle() {
     if (provider && health == HealthStatus::kReady) {
       submitted +=
           Submit(r, [this, r, endpoint = provider->spec.endpoint] { Attempt(r, endpoint); }) ? 1
-                                                                                            : 0;
+                                                                                             : 0;
     } else if (r.status != kCleanupPendingProvider) {  // parked already: no retry burned
       if (auto sent = Park(r, provider.has_value(), health)) parked.push_back(std::move(*sent));
     }
@@ -214,8 +214,8 @@ void CleanupWorker::AttemptOnPeer(const CleanupRecord& r, const std::string& pee
     }
     attempt.outcome = Is2xx(status) ? "deleted" : "gone";
   } else {
-    Failed(r, attempt, "peer '" + peer + "' answered " + std::to_string(status) + ": " +
-                           answer->detail);
+    Failed(r, attempt,
+           "peer '" + peer + "' answered " + std::to_string(status) + ": " + answer->detail);
   }
   Finish(r, std::move(attempt));
 }

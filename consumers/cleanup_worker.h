@@ -33,13 +33,13 @@
 
 #include "consumers/fact_emitter.h"
 #include "consumers/saga_runner.h"
-#include "src/common/task_pool.h"
 #include "projections/health_projection.h"
 #include "projections/instance_projection.h"
 #include "projections/registry_projection.h"
-#include "src/common/metrics.h"
 #include "src/common/federation_ports.h"
+#include "src/common/metrics.h"
 #include "src/common/placement_ports.h"
+#include "src/common/task_pool.h"
 
 namespace dcm {
 

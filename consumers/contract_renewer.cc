@@ -92,8 +92,8 @@ void ContractRenewer::Tick() {
       // for its recovery, and one queued for cleanup for its contract's end: neither is renewed.
       auto resource = instances_->GetResource(instance.id);
       auto queued = instances_->GetCleanup(instance.id);
-      lease.lost = (resource && *resource && (*resource)->status == kLostStatus) ||
-                   (queued && *queued);
+      lease.lost =
+          (resource && *resource && (*resource)->status == kLostStatus) || (queued && *queued);
       if (!lease.lost) lease = Renew(instance, *remote, now);
     }
     next[instance.id] = lease;

@@ -39,8 +39,7 @@ InstanceWorker::InstanceWorker(InstanceWorkerOptions options, Store* store, Appl
               options_.hold_ttl},
              &emitter_, &decider_, &pool_, metrics, &running_),
       cleanup_({options_.cleanup_interval, options_.cleanup_max_retries, options_.federation},
-               instances, registry,
-               health, sp, &emitter_, &pool_, metrics) {}
+               instances, registry, health, sp, &emitter_, &pool_, metrics) {}
 
 InstanceWorker::~InstanceWorker() { Stop(); }
 

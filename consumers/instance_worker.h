@@ -31,7 +31,6 @@
 #include "consumers/fact_emitter.h"
 #include "consumers/kafka.h"
 #include "consumers/saga_runner.h"
-#include "src/common/task_pool.h"
 #include "projections/applied_offsets.h"
 #include "projections/health_projection.h"
 #include "projections/instance_decider.h"
@@ -40,6 +39,7 @@
 #include "src/common/clock.h"
 #include "src/common/metrics.h"
 #include "src/common/placement_ports.h"
+#include "src/common/task_pool.h"
 
 namespace dcm {
 

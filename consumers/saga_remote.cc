@@ -229,10 +229,10 @@ bool SagaRunner::DeleteOnPeer(Saga& saga, const ServiceTypeInstance& si,
   failed.http_status = status;
   failed.error = error;
   if (!Emit(saga, std::move(failed))) return false;
-  return Fail(saga, {502, "delete_failed",
-                     "peer '" + remote.peer + "' did not terminate contract '" +
-                         remote.contract_id + "': " + error +
-                         " (DELETE ?deferred=true queues it for cleanup)"});
+  return Fail(saga,
+              {502, "delete_failed",
+               "peer '" + remote.peer + "' did not terminate contract '" + remote.contract_id +
+                   "': " + error + " (DELETE ?deferred=true queues it for cleanup)"});
 }
 
 }  // namespace dcm

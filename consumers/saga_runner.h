@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "consumers/fact_emitter.h"
-#include "src/common/task_pool.h"
 #include "projections/health_projection.h"
 #include "projections/instance_decider.h"
 #include "projections/registry_projection.h"
@@ -30,6 +29,7 @@
 #include "src/common/federation_ports.h"
 #include "src/common/metrics.h"
 #include "src/common/placement_ports.h"
+#include "src/common/task_pool.h"
 
 namespace dcm {
 

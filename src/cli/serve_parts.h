@@ -131,8 +131,8 @@ struct ServeParts {
   // Federation (SPEC §10, src/cli/serve_federation.cc): what the peer API reads, and the peers'
   // prober (with its own unfiltered probe client: peers are operator-configured).
   std::unique_ptr<http::FederationContext> federation;
-  std::unique_ptr<FederationHolds> federation_holds;     // what GET /flavors subtracts
-  std::unique_ptr<KafkaCommandBus> federation_commands;  // peer API -> federation-requests
+  std::unique_ptr<FederationHolds> federation_holds;        // what GET /flavors subtracts
+  std::unique_ptr<KafkaCommandBus> federation_commands;     // peer API -> federation-requests
   std::unique_ptr<http::FederationRelay> federation_relay;  // FEDERATION_FORWARD (a supernode)
   std::unique_ptr<http::ProbeClient> peer_probe_client;
   std::unique_ptr<PeerProber> peer_prober;

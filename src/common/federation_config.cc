@@ -122,7 +122,8 @@ Status ValidateFederationConfig(const FederationConfig& f,
     return Invalid("FEDERATION_DISCOVERY_TIMEOUT must be at least 100ms");
   }
   if (f.forward && f.peers.empty()) {
-    return Invalid("FEDERATION_FORWARD needs FEDERATION_PEERS: the peers whose flavours it forwards");
+    return Invalid(
+        "FEDERATION_FORWARD needs FEDERATION_PEERS: the peers whose flavours it forwards");
   }
   return OkStatus();
 }

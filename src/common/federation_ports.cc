@@ -27,7 +27,8 @@ std::vector<PeerOffer> RankOffers(std::vector<PeerOffer> offers, const std::stri
   // A flavour offered on two routes (directly, and re-advertised by a forwarding peer) is held
   // once, on the shortest.
   std::set<std::pair<std::string, std::string>> seen;
-  std::erase_if(offers, [&](const PeerOffer& o) { return !seen.emplace(o.owner, o.flavor_id).second; });
+  std::erase_if(offers,
+                [&](const PeerOffer& o) { return !seen.emplace(o.owner, o.flavor_id).second; });
   return offers;
 }
 

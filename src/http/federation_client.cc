@@ -133,8 +133,8 @@ std::vector<PeerOffer> HttpFederationApi::Offers(const std::string& peer,
   FedHop hop;
   hop.request_id = request_id;
   hop.via = {enclave_id_};
-  auto response = Call(peer, "GET", "/flavors?service_type=" + PercentEncode(service_type), "",
-                       hop, deadline);
+  auto response =
+      Call(peer, "GET", "/flavors?service_type=" + PercentEncode(service_type), "", hop, deadline);
   if (!response || response->status != 200) {
     logger->warn(
         "msg=\"peer skipped in discovery\" peer={} error=\"{}\"", peer,
@@ -159,10 +159,10 @@ std::vector<PeerOffer> HttpFederationApi::Discover(const std::string& service_ty
   for (const auto& [peer, url] : urls_) {
     if (!ready_(peer)) continue;
     // Each call is bounded by `deadline` as a whole: every future is ready by then.
-    asked.push_back(std::async(
-        std::launch::async, [this, peer, service_type, id = UuidV5(discovery, peer), deadline] {
-          return Offers(peer, service_type, id, deadline);
-        }));
+    asked.push_back(std::async(std::launch::async,
+                               [this, peer, service_type, id = UuidV5(discovery, peer), deadline] {
+                                 return Offers(peer, service_type, id, deadline);
+                               }));
   }
   std::vector<PeerOffer> out;
   for (auto& f : asked) {

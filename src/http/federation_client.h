@@ -10,12 +10,12 @@
 //
 // Every call carries `Fed-Via: <this enclave>` (the peer's caller when authentication is off;
 // with mTLS, the certificate says the same) and `Fed-Hop-Limit`; a discovery also carries a
-// `Fed-Request-Id` of its own for each peer (a forwarding peer answers a repeated one empty). Peers are operator-configured:
-// no outbound policy, TLS verified with the SP client certificate presented (as the peer
-// prober). Every HTTP answer is a PeerAnswer (the saga decides what 409/410 mean); transport
-// failures are errors (kUnavailable, kTimeout); a 2xx whose body lacks what the call returns (a
-// hold's expires_at; a contract's contract_id, remote_instance_id and expires_at) is kUnavailable:
-// the saga never records a fact its own decoder would reject.
+// `Fed-Request-Id` of its own for each peer (a forwarding peer answers a repeated one empty). Peers
+// are operator-configured: no outbound policy, TLS verified with the SP client certificate
+// presented (as the peer prober). Every HTTP answer is a PeerAnswer (the saga decides what 409/410
+// mean); transport failures are errors (kUnavailable, kTimeout); a 2xx whose body lacks what the
+// call returns (a hold's expires_at; a contract's contract_id, remote_instance_id and expires_at)
+// is kUnavailable: the saga never records a fact its own decoder would reject.
 //
 // Thread-safety: stateless apart from its configuration; any number of threads at once (each
 // call opens its own connection: a placement makes a handful).

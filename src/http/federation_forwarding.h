@@ -29,9 +29,9 @@ inline constexpr int kMaxFedHopLimit = 16;
 
 // What a call says of its path.
 struct FedHop {
-  std::string request_id;          // Fed-Request-Id: "" when the caller sent none
+  std::string request_id;               // Fed-Request-Id: "" when the caller sent none
   int hop_limit = kDefaultFedHopLimit;  // enclaves it may still reach, this one included
-  std::vector<std::string> via;    // Fed-Via: every enclave it passed through, the caller last
+  std::vector<std::string> via;         // Fed-Via: every enclave it passed through, the caller last
   bool operator==(const FedHop&) const = default;
 };
 

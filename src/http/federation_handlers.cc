@@ -31,16 +31,16 @@ void SubmitThen(const FederationContext& ctx, const std::string& consumer,
   e.source = ctx.source;
   e.time_ms = ctx.clock->NowMillis();
   e.actor = "dcm-enclave://" + consumer;
-  ctx.requests->Submit(EncodeFederationRequest(request),
-                       [then = std::move(then)](Result<CloudEvent> event) {
-                         if (!event) return then(tl::unexpected(event.error()));
-                         auto outcome = DecodeFederationOutcome(*event);
-                         if (!outcome) {
-                           return then(MakeError(ErrorCode::kInternal, "unreadable outcome: " +
-                                                                           outcome.error().message));
-                         }
-                         then(std::move(*outcome));
-                       });
+  ctx.requests->Submit(
+      EncodeFederationRequest(request), [then = std::move(then)](Result<CloudEvent> event) {
+        if (!event) return then(tl::unexpected(event.error()));
+        auto outcome = DecodeFederationOutcome(*event);
+        if (!outcome) {
+          return then(
+              MakeError(ErrorCode::kInternal, "unreadable outcome: " + outcome.error().message));
+        }
+        then(std::move(*outcome));
+      });
 }
 
 // SubmitThen, answering with the outcome.
@@ -89,8 +89,8 @@ using Lookup =
 // A peer's answer, passed back as it came (status, content type, body).
 HttpResponse PassBack(Result<HttpResponse> answer, const std::string& peer) {
   if (!answer) {
-    return Problem(502, "peer '" + peer + "' did not answer the forwarded call: " +
-                            answer.error().message);
+    return Problem(
+        502, "peer '" + peer + "' did not answer the forwarded call: " + answer.error().message);
   }
   HttpResponse out;
   out.status = answer->status;
@@ -152,8 +152,8 @@ void RelayReservation(const HttpRequest& request, const std::string& caller,
   if (!hop) return respond(ProblemFromError(hop.error()));
   auto known = ctx.reservations->Reservation(params.reservation_id);
   if (!known) return respond(ProblemFromError(known.error()));
-  if (*known && ((*known)->state != reservation_state::kRelayed ||
-                 (*known)->consumer != caller || (*known)->flavor_id != params.flavor_id)) {
+  if (*known && ((*known)->state != reservation_state::kRelayed || (*known)->consumer != caller ||
+                 (*known)->flavor_id != params.flavor_id)) {
     return respond(Refusal(409, "reservation id '" + params.reservation_id + "' is taken",
                            refusal::kConflict));
   }
@@ -168,10 +168,9 @@ void RelayReservation(const HttpRequest& request, const std::string& caller,
     if (!known) {
       auto route = ctx.forwarder->RouteFor(params.flavor_id, hop);
       if (!route) {
-        return respond(Refusal(404,
-                               "flavor '" + params.flavor_id +
-                                   "' is offered neither here nor by a peer",
-                               refusal::kUnknownFlavor));
+        return respond(
+            Refusal(404, "flavor '" + params.flavor_id + "' is offered neither here nor by a peer",
+                    refusal::kUnknownFlavor));
       }
       ReservationRelayRequested relay;
       relay.reservation_id = params.reservation_id;
@@ -213,8 +212,8 @@ bool ForwardsDiscovery(const FederationContext& ctx, const FedHop& hop,
   const std::string via = hop.via.empty() ? "" : hop.via.back();
   if (!ctx.forwarder->FirstArrival(hop.request_id)) {
     Logger("federation-relay")
-        ->info("msg=\"repeated discovery answered empty\" request_id={} via={}",
-               hop.request_id, via);
+        ->info("msg=\"repeated discovery answered empty\" request_id={} via={}", hop.request_id,
+               via);
     respond(Json(200, RenderFlavors(ctx.flavors.enclave_id, {})));
     return false;
   }
@@ -323,15 +322,16 @@ void ConfirmReservation(const HttpRequest& request, const std::string& reservati
 void RenewContract(const HttpRequest& request, const std::string& contract_id,
                    const FederationContext& ctx, Respond respond) {
   ConsumerCall<ContractRenewalRequested>(
-      request, contract_id, ctx, "contract", &FederationView::Contract, &FederationView::RelayOfContract,
-      &ContractRenewalRequested::contract_id, std::move(respond));
+      request, contract_id, ctx, "contract", &FederationView::Contract,
+      &FederationView::RelayOfContract, &ContractRenewalRequested::contract_id, std::move(respond));
 }
 
 void TerminateContract(const HttpRequest& request, const std::string& contract_id,
                        const FederationContext& ctx, Respond respond) {
   ConsumerCall<ContractTerminationRequested>(
-      request, contract_id, ctx, "contract", &FederationView::Contract, &FederationView::RelayOfContract,
-      &ContractTerminationRequested::contract_id, std::move(respond));
+      request, contract_id, ctx, "contract", &FederationView::Contract,
+      &FederationView::RelayOfContract, &ContractTerminationRequested::contract_id,
+      std::move(respond));
 }
 
 void ListContracts(const HttpRequest& request, const FederationContext& ctx, Respond respond) {

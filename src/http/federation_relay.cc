@@ -44,9 +44,8 @@ bool FederationRelay::FirstArrival(const std::string& request_id) {
   if (request_id.empty()) return true;
   const int64_t now = clock_->NowMillis();
   std::lock_guard lock(seen_mu_);
-  while (!seen_order_.empty() &&
-         (seen_order_.front().first + options_.seen_for.count() <= now ||
-          seen_order_.size() >= options_.max_seen)) {
+  while (!seen_order_.empty() && (seen_order_.front().first + options_.seen_for.count() <= now ||
+                                  seen_order_.size() >= options_.max_seen)) {
     seen_.erase(seen_order_.front().second);
     seen_order_.pop_front();
   }
@@ -62,10 +61,10 @@ std::chrono::milliseconds FederationRelay::ForwardDeadline(const FedHop& in) con
 
 void FederationRelay::Count(const char* call, const std::string& peer, const char* outcome) {
   metrics_
-      ->GetCounter("dcm_federation_forwarded_total",
-                   "Calls this enclave forwarded to a peer (supernode), by call and outcome.",
-                   std::string("call=\"") + call + "\",peer=\"" + peer + "\",outcome=\"" +
-                       outcome + "\"")
+      ->GetCounter(
+          "dcm_federation_forwarded_total",
+          "Calls this enclave forwarded to a peer (supernode), by call and outcome.",
+          std::string("call=\"") + call + "\",peer=\"" + peer + "\",outcome=\"" + outcome + "\"")
       .Inc();
 }
 
@@ -87,10 +86,10 @@ std::vector<std::pair<std::string, std::string>> FederationRelay::Ask(const std:
     Count("discover", peer, ok ? "ok" : "failed");
     if (!ok) {
       Logger("federation-relay")
-          ->warn("msg=\"peer skipped in forwarded discovery\" peer={} request_id={} error=\"{}\"",
-                 peer, in.request_id,
-                 response ? "answered " + std::to_string(response->status)
-                          : response.error().message);
+          ->warn(
+              "msg=\"peer skipped in forwarded discovery\" peer={} request_id={} error=\"{}\"",
+              peer, in.request_id,
+              response ? "answered " + std::to_string(response->status) : response.error().message);
       continue;
     }
     answers.emplace_back(peer, std::move(response->body));
@@ -131,14 +130,14 @@ Result<HttpResponse> FederationRelay::Forward(const std::string& peer, const std
                                               const FedHop& in) {
   auto response = api_->Call(peer, method, target, body, ForwardedHop(in, options_.enclave_id),
                              options_.call_timeout);
-  const char* outcome = !response                 ? "failed"
+  const char* outcome = !response                ? "failed"
                         : response->status < 300 ? "ok"
                         : response->status < 500 ? "refused"
                                                  : "failed";
   Count(CallName(method, target), peer, outcome);
   Logger("federation-relay")
-      ->info("msg=\"forwarded\" method={} target={} peer={} via={} status={}", method, target,
-             peer, in.via.empty() ? "" : in.via.back(),
+      ->info("msg=\"forwarded\" method={} target={} peer={} via={} status={}", method, target, peer,
+             in.via.empty() ? "" : in.via.back(),
              response ? std::to_string(response->status) : response.error().message);
   return response;
 }

@@ -1,7 +1,7 @@
 // FederationRelay: the HTTP transport of supernode forwarding (the FederationForwarder port of
 // src/http/federation_forwarding.h) over HttpFederationApi (the peers' URLs, TLS and client
-// certificate). Its own pool of threads does the blocking
-// calls, so the server's threads never wait on a peer.
+// certificate). Its own pool of threads makes the blocking calls, so the server's threads never
+// wait on a peer.
 //
 //   Discover  every Ready peer not on the path, at once, within the forward deadline
 //   RouteFor  the same with flavor_id=: the answer with the fewest hops, then the smallest peer id
@@ -36,7 +36,7 @@ struct FederationRelayOptions {
   std::chrono::milliseconds discovery_timeout{2000};  // FEDERATION_DISCOVERY_TIMEOUT
   std::chrono::milliseconds call_timeout{5000};       // a forwarded reservation or contract call
   int threads = 8;
-  int max_in_flight = 64;  // forwards running or queued; more answer 503
+  int max_in_flight = 64;                     // forwards running or queued; more answer 503
   std::chrono::milliseconds seen_for{60000};  // how long a discovery's request id is remembered
   size_t max_seen = 10000;
 };

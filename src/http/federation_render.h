@@ -17,8 +17,8 @@ namespace dcm::http {
 // GET /federation/v1alpha1/flavors: {"owner", "flavors": [{flavor_id, owner, service_type,
 // region, instances_available, cpu_available, memory_available, price{amount, currency,
 // period}, expires_at, hops, path}]}. An unlimited availability is null; `hops` is 1 and `path`
-// [owner] for this enclave's own flavours. `forwarded`: a forwarding enclave's peers' flavours, re-advertised (federation_forwarding.h),
-// after its own.
+// [owner] for this enclave's own flavours. `forwarded`: a forwarding enclave's peers' flavours,
+// re-advertised (federation_forwarding.h), after its own.
 std::string RenderFlavors(const std::string& enclave_id, const std::vector<Flavor>& flavors,
                           const std::vector<std::string>& forwarded = {});
 

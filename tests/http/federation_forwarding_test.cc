@@ -20,8 +20,8 @@ TEST(FedHopTest, ACallWithoutPathHeadersStartsWithTheDefaultHopLimit) {
 }
 
 TEST(FedHopTest, ThePathHeadersAreReadWithTheCallerLast) {
-  auto hop = ParseFedHop(WithHeaders(
-      {{"fed-request-id", "r-1"}, {"fed-hop-limit", " 2 "}, {"fed-via", "a, s"}}));
+  auto hop = ParseFedHop(
+      WithHeaders({{"fed-request-id", "r-1"}, {"fed-hop-limit", " 2 "}, {"fed-via", "a, s"}}));
   ASSERT_TRUE(hop) << hop.error().message;
   EXPECT_EQ(*hop, (FedHop{"r-1", 2, {"a", "s"}}));
   EXPECT_TRUE(Visited(*hop, "a"));

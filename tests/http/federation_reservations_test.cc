@@ -264,8 +264,8 @@ TEST_F(FederationForwardingTest, ARepeatedDiscoveryIsAnsweredEmptyAndNotForwarde
 }
 
 TEST_F(FederationForwardingTest, AtHopLimitOneOnlyItsOwnFlavoursAreListed) {
-  auto r = Call("GET", "/federation/v1alpha1/flavors", "",
-                {{"fed-via", "a"}, {"fed-hop-limit", "1"}});
+  auto r =
+      Call("GET", "/federation/v1alpha1/flavors", "", {{"fed-via", "a"}, {"fed-hop-limit", "1"}});
   ASSERT_EQ(r.status, 200);
   EXPECT_NE(r.body.find(flavor_), std::string::npos) << r.body;
   EXPECT_TRUE(forwarder_.discoveries.empty());
