@@ -1,6 +1,7 @@
 #include "consumers/contract_renewer.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "consumers/provider_loss.h"
 #include "consumers/saga_runner.h"
@@ -29,6 +30,27 @@ InstanceEvent ContractLossRequest(const ServiceTypeInstance& instance,
   e.resource_id = instance.id;
   e.provider_name = instance.provider_name;
   e.provider_id = instance.provider_id;
+  return e;
+}
+
+std::optional<InstanceEvent> RepatriationRequest(const Resource& resource,
+                                                 const RemotePlacement& remote,
+                                                 const std::vector<PlacementCandidate>& candidates,
+                                                 int64_t bucket, int64_t now_ms) {
+  if (ChooseProvider(resource.intent, candidates).failure != PlacementFailure::kNone) {
+    return std::nullopt;
+  }
+  InstanceEvent e;
+  e.type = event_type::kOperationRequested;
+  e.request_id = DeterministicUuid("repatriate:" + remote.peer + ":" + remote.contract_id + ":" +
+                                   std::to_string(bucket));
+  e.time_ms = now_ms;
+  e.actor = "dcm/contract-renewer";
+  e.operation = OperationName(Operation::kRehydrateResource);
+  e.root = resource.root;
+  e.resource_id = resource.id;
+  e.new_resource_id = DeterministicUuid("repatriated:" + e.request_id);
+  e.prefer_local = true;
   return e;
 }
 
@@ -80,6 +102,7 @@ void ContractRenewer::Tick() {
   std::map<std::string, Lease> next;  // instances gone (deleted, or not owned now) drop out
   const int64_t now = clock_->NowMillis();
   unreachable_.clear();
+  candidates_.reset();
   for (const ServiceTypeInstance& instance : *instances) {
     auto remote = DecodeRemotePlacement(instance.placement);
     if (!remote) continue;
@@ -95,6 +118,10 @@ void ContractRenewer::Tick() {
       lease.lost =
           (resource && *resource && (*resource)->status == kLostStatus) || (queued && *queued);
       if (!lease.lost) lease = Renew(instance, *remote, now);
+    }
+    if (options_.repatriate && !lease.lost && now >= lease.repatriate_due_ms) {
+      lease.repatriate_due_ms = now + options_.repatriate_interval.count();
+      MaybeRepatriate(instance, *remote, now);
     }
     next[instance.id] = lease;
   }
@@ -161,6 +188,49 @@ RemoteFact ContractRenewer::FactAbout(const ServiceTypeInstance& instance,
   fact.contract_id = remote.contract_id;
   fact.http_status = http_status;
   return fact;
+}
+
+void ContractRenewer::MaybeRepatriate(const ServiceTypeInstance& instance,
+                                      const RemotePlacement& remote, int64_t now) {
+  auto resource = instances_->GetResource(instance.id);
+  if (!resource || !*resource || (*resource)->status == kLostStatus) return;
+  auto queued = instances_->GetCleanup(instance.id);
+  if (!queued || *queued) return;  // on its way out already
+  const int64_t interval = std::max<int64_t>(1, options_.repatriate_interval.count());
+  auto request = RepatriationRequest(**resource, remote, LocalCandidates(), now / interval, now);
+  if (!request) return;
+  request->source = options_.source;
+  Logger("contract-renewer")
+      ->info(
+          "msg=\"repatriating\" peer={} contract_id={} resource={} new_resource={} "
+          "request_id={}",
+          remote.peer, remote.contract_id, instance.id, request->new_resource_id,
+          request->request_id);
+  options_.submit(*request);
+  metrics_
+      ->GetCounter("dcm_federation_repatriations_total",
+                   "Peer instances asked to come home (FEDERATION_REPATRIATE) by peer",
+                   "peer=\"" + remote.peer + "\"")
+      .Inc();
+}
+
+const std::vector<PlacementCandidate>& ContractRenewer::LocalCandidates() {
+  if (candidates_) return *candidates_;
+  candidates_.emplace();
+  if (!options_.registry || !options_.health) return *candidates_;
+  auto page = options_.registry->List(ProviderFilter{}, "", SIZE_MAX);
+  if (!page) {
+    Logger("contract-renewer")
+        ->warn("msg=\"cannot read the registry\" error=\"{}\"", page.error().message);
+    return *candidates_;
+  }
+  for (auto& p : page->providers) {
+    PlacementCandidate c;
+    c.health = ProviderHealth(*options_.health, p);
+    c.provider = std::move(p);
+    candidates_->push_back(std::move(c));
+  }
+  return *candidates_;
 }
 
 void ContractRenewer::Count(const std::string& peer, const char* outcome) {

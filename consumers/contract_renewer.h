@@ -15,8 +15,17 @@
 //
 // Each renewal is a question about one contract, so it is also the reconcile: a contract the peer
 // no longer has is found at the next renewal. The recovery's request id derives from the
-// contract, so every instance and every retry asks for one recovery. Thread-safety: Start/Stop
-// from one thread; Tick from the renewer's thread (or a test).
+// contract, so every instance and every retry asks for one recovery.
+//
+// FEDERATION_REPATRIATE (repatriate): at most every repatriate_interval per instance, a live peer
+// instance (not LOST, not queued for cleanup) whose resource's intent a local Ready provider
+// could take now (the saga's candidate rule, ChooseProvider; a cheap check: the saga decides
+// again) gets a rehydrate_resource request with prefer_local ─▶ dcm.instance-requests: placed
+// here or not at all (a provider gone meanwhile fails the operation and nothing moves); the old
+// contract is queued for cleanup, which terminates it. The request id derives from the contract
+// and the check's time bucket (now / repatriate_interval): every instance and every tick of one
+// bucket asks once, and a failed attempt is asked again in a later bucket. Thread-safety:
+// Start/Stop from one thread; Tick from the renewer's thread (or a test).
 #pragma once
 
 #include <chrono>
@@ -24,12 +33,17 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "consumers/fact_emitter.h"
+#include "projections/health_projection.h"
 #include "projections/instance_projection.h"
+#include "projections/placement_policy.h"
+#include "projections/registry_projection.h"
 #include "src/common/clock.h"
 #include "src/common/federation_ports.h"
 #include "src/common/metrics.h"
@@ -42,8 +56,15 @@ struct ContractRenewerOptions {
   // third of its lease is left, and at least this often.
   std::chrono::milliseconds max_renew_interval{5 * 60 * 1000};
   bool rehydrate = false;  // REHYDRATE_ON_PROVIDER_LOSS
+  // FEDERATION_REPATRIATE: bring peer instances home when a local provider can take them, checked
+  // this often per instance; `registry` and `health` are the local providers (required with it).
+  bool repatriate = false;
+  std::chrono::milliseconds repatriate_interval{30000};
+  const RegistryView* registry = nullptr;
+  const HealthView* health = nullptr;
   std::string source = "dcm/contract-renewer";
-  // Produces a recover_lost_resource request (to dcm.instance-requests, keyed by its root).
+  // Produces a recover_lost_resource or a repatriation's rehydrate_resource request (to
+  // dcm.instance-requests, keyed by its root).
   std::function<void(const InstanceEvent& request)> submit;
 };
 
@@ -52,6 +73,15 @@ struct ContractRenewerOptions {
 InstanceEvent ContractLossRequest(const ServiceTypeInstance& instance,
                                   const RemotePlacement& remote, const PeerAnswer& answer,
                                   bool rehydrate, int64_t now_ms);
+
+// The repatriation of `resource` (on a peer under `remote`'s contract): a rehydrate_resource
+// request with prefer_local when a local Ready provider could take its intent now
+// (ChooseProvider over `candidates`: type, hints, region, Ready), else none. Pure. Its request
+// id (and the new resource's) derive from the contract and `bucket`.
+std::optional<InstanceEvent> RepatriationRequest(const Resource& resource,
+                                                 const RemotePlacement& remote,
+                                                 const std::vector<PlacementCandidate>& candidates,
+                                                 int64_t bucket, int64_t now_ms);
 
 class ContractRenewer {
  public:
@@ -69,6 +99,7 @@ class ContractRenewer {
   struct Lease {
     int64_t due_ms = 0;
     bool lost = false;  // its recovery was asked: not renewed again
+    int64_t repatriate_due_ms = 0;
   };
 
   Lease Renew(const ServiceTypeInstance& instance, const RemotePlacement& remote, int64_t now);
@@ -79,6 +110,11 @@ class ContractRenewer {
   RemoteFact FactAbout(const ServiceTypeInstance& instance, const RemotePlacement& remote,
                        int http_status) const;
   void Count(const std::string& peer, const char* outcome);
+  // FEDERATION_REPATRIATE: asks to bring `instance` home if a local provider can take it now.
+  void MaybeRepatriate(const ServiceTypeInstance& instance, const RemotePlacement& remote,
+                       int64_t now);
+  // The local providers as placement candidates (read once per tick, when a check needs them).
+  const std::vector<PlacementCandidate>& LocalCandidates();
 
   ContractRenewerOptions options_;
   const InstanceView* instances_;
@@ -88,6 +124,7 @@ class ContractRenewer {
   const Clock* clock_;
   std::map<std::string, Lease> leases_;  // the renewer's thread only
   std::set<std::string> unreachable_;    // peers that did not answer this tick
+  std::optional<std::vector<PlacementCandidate>> candidates_;  // this tick's, once read
 
   std::mutex mu_;
   std::condition_variable wake_;

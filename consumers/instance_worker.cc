@@ -29,6 +29,8 @@ InstanceWorker::InstanceWorker(InstanceWorkerOptions options, Store* store, Appl
       store_(store),
       applied_(applied),
       instances_(instances),
+      registry_(registry),
+      health_(health),
       producer_(producer),
       metrics_(metrics),
       clock_(clock),
@@ -81,6 +83,10 @@ Status InstanceWorker::Start() {
 void InstanceWorker::StartRenewer() {
   ContractRenewerOptions options;
   options.rehydrate = options_.rehydrate_on_loss;
+  options.repatriate = options_.repatriate;
+  options.repatriate_interval = options_.repatriate_interval;
+  options.registry = registry_;
+  options.health = health_;
   options.submit = [this](const InstanceEvent& request) {
     producer_->Produce(
         options_.requests_topic, request.root, EncodeCloudEvent(EncodeInstanceEvent(request)), {},
@@ -88,7 +94,7 @@ void InstanceWorker::StartRenewer() {
           if (delivered) return;
           Logger("contract-renewer")
               ->error(
-                  "msg=\"lost-contract request not delivered; asked again at the next "
+                  "msg=\"renewer request not delivered; asked again at the next "
                   "start\" root={} error=\"{}\"",
                   root, delivered.error().message);
         },

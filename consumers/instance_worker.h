@@ -63,6 +63,10 @@ struct InstanceWorkerOptions {
   std::chrono::milliseconds discovery_timeout{2000};
   std::chrono::milliseconds hold_ttl{30000};
   bool rehydrate_on_loss = false;  // REHYDRATE_ON_PROVIDER_LOSS: a lost contract is rehydrated
+  // FEDERATION_REPATRIATE: peer instances come home when a local provider can take them, checked
+  // this often per instance (ContractRenewerOptions).
+  bool repatriate = false;
+  std::chrono::milliseconds repatriate_interval{30000};
   // Test hook (crash injection): SIGKILL this process ("SIGSTOP:<type>": stop it) right after a
   // fact of this type is acknowledged, as `kill -9` at that saga step would. Empty: off.
   std::string crash_after_fact;
@@ -113,6 +117,8 @@ class InstanceWorker {
   Store* store_;
   AppliedOffsets* applied_;
   const InstanceView* instances_;
+  const RegistryView* registry_;
+  const HealthView* health_;
   Producer* producer_;
   Metrics* metrics_;
   const Clock* clock_;

@@ -171,7 +171,9 @@ bool SagaRunner::Place(Saga& saga, const SagaStep& step) {
   placed.policy = placement.policy;
   if (placement.failure) {
     const std::string& reason = placement.failure->reason;
-    if (ports_.federation && (reason == "no_provider" || reason == "no_ready_provider") &&
+    // prefer_local (SPEC §10: a rehydration that brings an instance home): local or not at all.
+    if (ports_.federation && !saga.started.prefer_local &&
+        (reason == "no_provider" || reason == "no_ready_provider") &&
         FederationAllowed(placed.spec)) {
       return PlaceOnPeer(saga, step, placed, *placement.failure);
     }

@@ -73,6 +73,7 @@ const FieldDef kFields[] = {
      &InstanceEvent::requested_at_ms},
     {"deferred", Kind::kBool, nullptr, nullptr, &InstanceEvent::deferred},
     {"force", Kind::kBool, nullptr, nullptr, &InstanceEvent::force},
+    {"prefer_local", Kind::kBool, nullptr, nullptr, &InstanceEvent::prefer_local},
     {"placement", Kind::kObject, &InstanceEvent::placement},
     {"peer", Kind::kString, &InstanceEvent::peer},
     {"reservation_id", Kind::kString, &InstanceEvent::reservation_id},

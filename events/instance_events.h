@@ -177,6 +177,7 @@ struct InstanceEvent {
   int64_t requested_at_ms = 0;  // cleanup.enqueued
   bool deferred = false;        // delete requests: queue for cleanup instead of calling the SP
   bool force = false;           // reserved for delete requests
+  bool prefer_local = false;    // rehydrations (SPEC §10): placed locally or not at all
   // A placement on a peer enclave (SPEC §10).
   std::string placement;       // resource.placed, created: {"kind":"remote","peer","contract_id"}
   std::string peer;            // the peer enclave's id

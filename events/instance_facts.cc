@@ -38,6 +38,7 @@ constexpr auto kParams =
                                     Bind{&OperationParams::spec, &E::spec},
                                     Bind{&OperationParams::deferred, &E::deferred},
                                     Bind{&OperationParams::force, &E::force},
+                                    Bind{&OperationParams::prefer_local, &E::prefer_local},
                                     Bind{&OperationParams::provider_id, &E::provider_id},
                                     Bind{&OperationParams::reason, &E::reason}});
 

@@ -59,6 +59,7 @@ struct OperationParams : OperationIds {
   std::string spec;
   bool deferred = false;
   bool force = false;
+  bool prefer_local = false;  // rehydrations (SPEC §10): no peer placement
   // recover_lost_resource (SPEC §8): the lost provider and why ("provider_expired" |
   // "provider_deleted").
   std::string provider_id;

@@ -546,6 +546,9 @@ void RegisterFederationFlags(CLI::App* cmd, ServeFlags& flags) {
   cmd->add_flag("--federation-forward", flags.config.federation.forward,
                 "Forward peers' flavours and the calls for them (a supernode)")
       ->envname("FEDERATION_FORWARD");
+  cmd->add_flag("--federation-repatriate", flags.config.federation.repatriate,
+                "Bring instances placed on peers home once a local Ready provider can take them")
+      ->envname("FEDERATION_REPATRIATE");
   cmd->add_option("--federation-hold-ttl", flags.federation_hold_ttl,
                   "The hold a placement asks a peer for (it confirms at once)")
       ->envname("FEDERATION_HOLD_TTL")

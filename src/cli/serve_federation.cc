@@ -139,9 +139,11 @@ Status AddFederation(ServeParts& parts) {
   const Config& config = parts.config;
   AddFederationContext(parts);
   Logger("serve")->info(
-      "msg=\"federation\" enclave_id={} peers={} exported_service_types={} forward={}",
+      "msg=\"federation\" enclave_id={} peers={} exported_service_types={} forward={} "
+      "repatriate={}",
       config.federation.enclave_id, config.federation.peers.size(),
-      config.federation.export_service_types.size(), config.federation.forward);
+      config.federation.export_service_types.size(), config.federation.forward,
+      config.federation.repatriate);
   if (Decides(config)) RETURN_IF_ERROR(AddProviderSide(parts));
   if (config.federation.forward && parts.federation_api) AddRelay(parts);
   if (config.federation.peers.empty() || !parts.prober) return OkStatus();

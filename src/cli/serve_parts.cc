@@ -229,6 +229,7 @@ void AddInstanceWorker(ServeParts& parts) {
   options.discovery_timeout = config.federation.discovery_timeout;
   options.hold_ttl = config.federation.hold_ttl;
   options.rehydrate_on_loss = config.instances.rehydrate_on_provider_loss;
+  options.repatriate = config.federation.repatriate;
   const Views& v = *parts.views;
   parts.worker = std::make_unique<InstanceWorker>(
       options, parts.store.get(), &parts.applied_offsets, &v.instances, &v.registry, &v.health,

@@ -58,6 +58,10 @@ struct FederationConfig {
   // FEDERATION_FORWARD: a supernode. Re-advertises its peers' flavours and forwards the calls for
   // them (src/http/federation_forwarding.h). Needs peers.
   bool forward = false;
+  // FEDERATION_REPATRIATE: the contract renewer brings an instance placed on a peer home (a
+  // rehydration with prefer_local) once a local Ready provider can take it; checked every 30 s
+  // per instance (consumers/contract_renewer.h).
+  bool repatriate = false;
 };
 
 // An enclave id: a DNS label (1-63 of a-z, 0-9, '-', not starting or ending with '-').

@@ -76,6 +76,39 @@ std::string OptionalString(simdjson::dom::object object, std::initializer_list<c
   return "";
 }
 
+// `prefer_local` of a rehydration (SPEC §10): `?prefer_local=true|false` or the body's boolean
+// `prefer_local` (`preferLocal`); true when either says so. On a bad value the 400 naming it is
+// ready in *error.
+std::optional<bool> PreferLocal(const HttpRequest& request,
+                                const std::optional<simdjson::dom::object>& body,
+                                HttpResponse* error) {
+  const auto query = ParseBoolFlag(request, "prefer_local", false, error);
+  if (!query) return std::nullopt;
+  if (!body) return *query;
+  for (const char* name : {"prefer_local", "preferLocal"}) {
+    simdjson::dom::element value;
+    if (body->at_key(name).get(value) || value.is_null()) continue;
+    bool flag = false;
+    if (value.get(flag)) {
+      *error = Invalid({{"prefer_local", "must be a boolean"}});
+      return std::nullopt;
+    }
+    return *query || flag;
+  }
+  return *query;
+}
+
+// The body of a call whose body is optional (absent or blank: none). On failure the response is
+// ready in *error and *ok is false.
+std::optional<simdjson::dom::object> OptionalBody(const HttpRequest& request, HttpResponse* error,
+                                                  bool* ok) {
+  *ok = true;
+  if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+  auto body = BodyObject(request, error);
+  *ok = body.has_value();
+  return body;
+}
+
 // `spec`: a required JSON object of at most kMaxInstanceSpecBytes (minified: what the request
 // event carries); with `service_types`, its string `service_type` must be one of them. Sets the
 // minified spec and the service type. False (the 413 ready in *too_large) for a larger spec.
@@ -310,9 +343,16 @@ void DeleteCatalogItemInstance(const HttpRequest& request, const std::string& id
 
 void RehydrateCatalogItemInstance(const HttpRequest& request, const std::string& id,
                                   const ApiContext& ctx, Respond respond) {
+  HttpResponse error;
+  bool ok = true;
+  const auto body = OptionalBody(request, &error, &ok);
+  if (!ok) return respond(std::move(error));
+  const auto prefer_local = PreferLocal(request, body, &error);
+  if (!prefer_local) return respond(std::move(error));
   InstanceEvent r = NewOperation(request, Operation::kRehydrateCatalogItemInstance, id);
   r.catalog_item_instance_id = id;
   r.new_resource_id = NewUuidV4();
+  r.prefer_local = *prefer_local;
   const auto checked = CheckOperation(*ctx.instances, r);
   if (!checked) return respond(ProblemFromError(checked.error()));
   if (checked->kind == InstanceDecision::Kind::kFailed) {
@@ -403,10 +443,13 @@ void DeleteResource(const HttpRequest& request, const std::string& id, const Api
 void RehydrateResource(const HttpRequest& request, const std::string& id, const ApiContext& ctx,
                        Respond respond) {
   std::string new_id;
-  if (request.body.find_first_not_of(" \t\r\n") != std::string::npos) {
-    HttpResponse error;
-    auto body = BodyObject(request, &error);
-    if (!body) return respond(std::move(error));
+  HttpResponse error;
+  bool ok = true;
+  const auto body = OptionalBody(request, &error, &ok);
+  if (!ok) return respond(std::move(error));
+  const auto prefer_local = PreferLocal(request, body, &error);
+  if (!prefer_local) return respond(std::move(error));
+  if (body) {
     std::vector<FieldError> errors;
     new_id = OptionalString(
         *body, {"new_resource_id", "newResourceId", "new_instance_id", "newInstanceId"}, &errors);
@@ -424,6 +467,7 @@ void RehydrateResource(const HttpRequest& request, const std::string& id, const 
   InstanceEvent r = NewOperation(request, Operation::kRehydrateResource, (*resource)->root);
   r.resource_id = id;
   r.new_resource_id = new_id;
+  r.prefer_local = *prefer_local;
   if (auto refused = Refused(ctx, r)) return respond(std::move(*refused));
   auto on_completed = [ctx, id, new_id](const InstanceEvent& completed) {
     auto after = ctx.instances->GetResource(new_id);

@@ -329,6 +329,20 @@ TEST(InstanceEventsTest, FlagsAreWrittenOnlyWhenTrue) {
   e.deferred = false;
   EXPECT_EQ(EncodeInstanceEvent(e).data.find("deferred"), std::string::npos);
   EXPECT_EQ(EncodeInstanceEvent(e).data.find("force"), std::string::npos);
+  EXPECT_EQ(EncodeInstanceEvent(e).data.find("prefer_local"), std::string::npos);
+}
+
+TEST(InstanceEventsTest, PreferLocalTravelsOnARehydrateRequestOnlyWhenTrue) {
+  InstanceEvent e = Sample(event_type::kOperationRequested);
+  e.operation = OperationName(Operation::kRehydrateResource);
+  e.prefer_local = true;
+  const CloudEvent encoded = EncodeInstanceEvent(e);
+  EXPECT_NE(encoded.data.find(R"("prefer_local":true)"), std::string::npos) << encoded.data;
+  auto decoded = DecodeInstanceEvent(encoded);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message;
+  EXPECT_TRUE(decoded->prefer_local);
+  e.prefer_local = false;
+  EXPECT_EQ(EncodeInstanceEvent(e).data.find("prefer_local"), std::string::npos);
 }
 
 TEST(InstanceEventsTest, SubjectDerivesFromTheTypesEntityWhenEmpty) {

@@ -85,6 +85,7 @@ TEST(InstanceFactsTest, AnOperationStartedKeepsEveryParameterOfItsRequest) {
   flat.spec = R"({"cpu":2})";
   flat.deferred = true;
   flat.force = true;
+  flat.prefer_local = true;
   auto fact = ToInstanceFact(flat);
   ASSERT_TRUE(fact.has_value());
   ASSERT_TRUE(std::holds_alternative<OperationStarted>(*fact));

@@ -896,6 +896,51 @@ TEST_F(InstanceHandlersTest, RehydrateResourceRejectsBadOrTakenNewIds) {
   EXPECT_EQ(bus_->submitted().size(), submitted);
 }
 
+// SPEC §10: prefer_local (query or body) travels to the worker on both rehydrate calls; without
+// it the request is as before (absent on the wire); a bad value is a 400 naming it.
+TEST_F(InstanceHandlersTest, RehydrateCarriesPreferLocalFromTheQueryOrTheBody) {
+  CreateCii("app");
+  auto plain = Call("POST", "/api/v1alpha1/catalog-item-instances/app:rehydrate", "", {});
+  ASSERT_EQ(plain.status, 202) << plain.body;
+  EXPECT_FALSE(LastRequest().prefer_local);
+  EXPECT_EQ(bus_->submitted().back().data.find("prefer_local"), std::string::npos);
+  auto query =
+      Call("POST", "/api/v1alpha1/catalog-item-instances/app:rehydrate?prefer_local=true", "", {});
+  ASSERT_EQ(query.status, 202) << query.body;
+  EXPECT_TRUE(LastRequest().prefer_local);
+  auto body = Call("POST", "/api/v1alpha1/catalog-item-instances/app:rehydrate",
+                   R"({"prefer_local":true})");
+  ASSERT_EQ(body.status, 202) << body.body;
+  EXPECT_TRUE(LastRequest().prefer_local);
+
+  Call("POST", "/api/v1alpha1/resources?id=res-1", R"({"spec":{"service_type":"vm"}})");
+  auto resource = Call("POST", "/api/v1alpha1/resources/res-1:rehydrate?prefer_local=true",
+                       R"({"new_resource_id":"n-1"})");
+  ASSERT_EQ(resource.status, 202) << resource.body;
+  EXPECT_TRUE(LastRequest().prefer_local);
+  EXPECT_EQ(LastRequest().new_resource_id, "n-1");
+  auto camel = Call("POST", "/api/v1alpha1/resources/n-1:rehydrate", R"({"preferLocal":false})");
+  ASSERT_EQ(camel.status, 202) << camel.body;
+  EXPECT_FALSE(LastRequest().prefer_local);
+}
+
+TEST_F(InstanceHandlersTest, RehydrateRejectsABadPreferLocalNamingIt) {
+  CreateCii("app");
+  Call("POST", "/api/v1alpha1/resources?id=res-1", R"({"spec":{"service_type":"vm"}})");
+  const size_t submitted = bus_->submitted().size();
+  for (const auto& [target, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/api/v1alpha1/catalog-item-instances/app:rehydrate?prefer_local=yes", ""},
+           {"/api/v1alpha1/catalog-item-instances/app:rehydrate", R"({"prefer_local":"true"})"},
+           {"/api/v1alpha1/resources/res-1:rehydrate?prefer_local=1", ""},
+           {"/api/v1alpha1/resources/res-1:rehydrate", R"({"prefer_local":1})"}}) {
+    SCOPED_TRACE(target + " " + body);
+    auto r = Call("POST", target, body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(Parse(r).ErrorFields(), std::vector<std::string>{"prefer_local"});
+  }
+  EXPECT_EQ(bus_->submitted().size(), submitted);
+}
+
 // ---- service-type instances ----
 
 TEST_F(InstanceHandlersTest, CreateServiceTypeInstanceReturns201) {

@@ -229,6 +229,8 @@ struct WorkerSettings {
   int cleanup_max_retries = 3;
   int threads = 0;                      // the saga pool; 0: the product's default
   FederationApi* federation = nullptr;  // SPEC §10: peers to place on when no provider fits
+  bool repatriate = false;              // FEDERATION_REPATRIATE
+  milliseconds repatriate_interval{30000};
 };
 
 // A provider as the tests registered it.
@@ -303,6 +305,8 @@ struct Node {
     o.cleanup_max_retries = settings.cleanup_max_retries;
     if (settings.threads > 0) o.threads = settings.threads;
     o.federation = settings.federation;
+    o.repatriate = settings.repatriate;
+    o.repatriate_interval = settings.repatriate_interval;
     o.catch_up_timeout = milliseconds(15000);
     auto created = std::make_unique<InstanceWorker>(
         o, store.get(), &applied, view.get(), registry_view.get(), health_view.get(), sp, policy,
@@ -1831,6 +1835,106 @@ TEST(InstanceFlowFederationTest, AContractThePeerCannotEndNowIsQueuedAndTheClean
   EXPECT_TRUE(node.InstanceOf(create.resource_id)->deleted);
   EXPECT_EQ(fed.Calls("terminate").size(), 5u);
   EXPECT_EQ(fed.Calls("terminate").back(), "terminate b " + contract);
+}
+
+// SPEC §10: `:rehydrate` with prefer_local brings an instance home: placed on a local provider,
+// the old contract queued for cleanup (which terminates it); with no local provider it fails as a
+// local placement would and never goes to a peer.
+TEST(InstanceFlowFederationTest, RehydrateWithPreferLocalBringsAPeerInstanceHomeOrFails) {
+  FakeSp sp;
+  FakeFederation fed;
+  fed.peers["b"].offers = {OfferOf("b", "f-b", 1)};
+  auto h = Harness::Create();
+  ASSERT_NE(h, nullptr);
+  ReleaseOnExit release{{&sp}};
+  Node& node = h->AddNode("a");
+  ASSERT_TRUE(node.StartWorker(&sp, nullptr, {.name = "a", .federation = &fed}));
+  ASSERT_TRUE(WaitUntil([&] { return node.worker->Joined(); }, h->GroupSettleTimeout()));
+  const std::string type = Unique("nowhere");
+  InstanceEvent create = CreateCii(type);
+  auto created = node.Run(create);
+  ASSERT_TRUE(created && created->type == event_type::kOperationCompleted);
+  ASSERT_EQ(created->provider_name, "peer:b");
+  const std::string contract =
+      "contract-of-" + ReservationIdFor(create.request_id, create.resource_id, "b");
+  const size_t discovered = fed.Calls("discover").size();
+
+  InstanceEvent stay = RehydrateCii(node, create.catalog_item_instance_id);
+  stay.prefer_local = true;
+  auto refused = node.Run(stay);
+  ASSERT_TRUE(refused) << refused.error().message;
+  EXPECT_EQ(refused->type, event_type::kOperationFailed);
+  EXPECT_EQ(refused->http_status, 422);
+  EXPECT_EQ(refused->reason, "no_provider");
+  EXPECT_EQ(fed.Calls("discover").size(), discovered) << "prefer_local never asks a peer";
+  EXPECT_EQ(fed.Calls("reserve").size(), 1u);
+  EXPECT_EQ(node.Cii(create.catalog_item_instance_id)->resource_id, create.resource_id);
+
+  const ProviderRef home = h->AddProvider("home", type);
+  InstanceEvent back = RehydrateCii(node, create.catalog_item_instance_id);
+  back.prefer_local = true;
+  auto moved = node.Run(back);
+  ASSERT_TRUE(moved) << moved.error().message;
+  ASSERT_EQ(moved->type, event_type::kOperationCompleted) << moved->error;
+  EXPECT_EQ(moved->provider_name, home.name);
+  EXPECT_EQ(node.Cii(create.catalog_item_instance_id)->resource_id, back.new_resource_id);
+  auto resource = node.ResourceOf(back.new_resource_id);
+  ASSERT_TRUE(resource);
+  EXPECT_EQ(resource->provider_id, home.id);
+  EXPECT_EQ(resource->placement, "");
+  EXPECT_EQ(fed.Calls("reserve").size(), 1u);
+  auto queued = node.CleanupOf(create.resource_id);
+  ASSERT_TRUE(queued) << "the old contract is queued for cleanup";
+  EXPECT_EQ(queued->provider_name, "peer:b");
+  node.worker->RunCleanupCycle();
+  ASSERT_TRUE(h->Settle());
+  EXPECT_EQ(fed.Calls("terminate"), (std::vector<std::string>{"terminate b " + contract}));
+}
+
+// FEDERATION_REPATRIATE: the renewer asks a peer instance home (a rehydration with prefer_local)
+// once a local Ready provider of its type exists; without the flag it stays on the peer.
+TEST(InstanceFlowFederationTest, TheRenewerRepatriatesOnlyWhenAskedAndALocalProviderIsReady) {
+  for (const bool repatriate : {false, true}) {
+    SCOPED_TRACE(repatriate ? "FEDERATION_REPATRIATE=true" : "off");
+    FakeSp sp;
+    FakeFederation fed;
+    fed.peers["b"].offers = {OfferOf("b", "f-b", 1)};
+    auto h = Harness::Create();
+    ASSERT_NE(h, nullptr);
+    ReleaseOnExit release{{&sp}};
+    Node& node = h->AddNode("a");
+    ASSERT_TRUE(node.StartWorker(&sp, nullptr,
+                                 {.name = "a",
+                                  .federation = &fed,
+                                  .repatriate = repatriate,
+                                  .repatriate_interval = milliseconds(200)}));
+    ASSERT_TRUE(WaitUntil([&] { return node.worker->Joined(); }, h->GroupSettleTimeout()));
+    const std::string type = Unique("later");
+    InstanceEvent create = CreateCii(type);
+    auto created = node.Run(create);
+    ASSERT_TRUE(created && created->type == event_type::kOperationCompleted);
+    ASSERT_EQ(created->provider_name, "peer:b");
+    std::this_thread::sleep_for(milliseconds(1500));  // checks with no local provider: none
+    EXPECT_EQ(node.Cii(create.catalog_item_instance_id)->resource_id, create.resource_id);
+
+    const ProviderRef home = h->AddProvider("home", type);
+    auto& counter = node.metrics.GetCounter("dcm_federation_repatriations_total", "", "peer=\"b\"");
+    if (!repatriate) {
+      std::this_thread::sleep_for(milliseconds(2500));  // two renewer ticks and more
+      EXPECT_EQ(node.Cii(create.catalog_item_instance_id)->resource_id, create.resource_id);
+      EXPECT_EQ(counter.Value(), 0u);
+      continue;
+    }
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto cii = node.Cii(create.catalog_item_instance_id);
+          return cii && cii->resource_id != create.resource_id && cii->provider_name == home.name;
+        },
+        std::chrono::seconds(20)));
+    EXPECT_GE(counter.Value(), 1u);
+    EXPECT_TRUE(node.CleanupOf(create.resource_id)) << "the old contract is queued for cleanup";
+    EXPECT_EQ(fed.Calls("reserve").size(), 1u) << "never placed on a peer again";
+  }
 }
 
 }  // namespace
