@@ -94,8 +94,9 @@ void InstanceWorker::StartRenewer() {
           if (delivered) return;
           Logger("contract-renewer")
               ->error(
-                  "msg=\"renewer request not delivered; asked again at the next "
-                  "start\" root={} error=\"{}\"",
+                  "msg=\"renewer request not delivered; a lost contract's recovery is asked "
+                  "again at the next start, a repatriation at its next check\" root={} "
+                  "error=\"{}\"",
                   root, delivered.error().message);
         },
         KeyPartition(request.root, partitions_));
