@@ -159,6 +159,7 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
     first.try_emplace(tp, m.offset);
     next = m.offset + 1;
     touched[std::move(tp)] = next;
+    if (projection_->SkipsRaw(m.value)) continue;
     auto event = DecodeCloudEvent(m.value);
     if (!event) {
       dead_letter(m, event.error().message);

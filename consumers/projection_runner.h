@@ -2,8 +2,8 @@
 // partition, into one Projection.
 //
 //   Start: load stored offsets ─▶ assign all partitions there (or the beginning) ─▶ thread:
-//     poll batch ─▶ decode ─▶ Apply × n (poison → dead letter) ─▶ offsets into the same batch
-//     ─▶ Store::Write ─▶ AfterCommit ─▶ poll batch ...
+//     poll batch ─▶ decode (unless Projection::SkipsRaw) ─▶ Apply × n (poison → dead letter)
+//     ─▶ offsets into the same batch ─▶ Store::Write ─▶ AfterCommit ─▶ poll batch ...
 //
 // A batch that fails (a store write or read failing: disk full, a corrupt file; a dead letter
 // Kafka did not take) is not committed: the runner seeks back to its first record, reports

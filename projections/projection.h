@@ -41,6 +41,13 @@ class Projection {
   // dead-letters it and goes on); any other error stops the runner (a broken invariant or I/O).
   virtual Status Apply(const CloudEvent& event, const EventPosition& position,
                        StoreBatch& batch) = 0;
+  // True when the record `value` (its JSON as stored) is certainly one Apply would skip: the
+  // runner then neither decodes nor applies it (its offset still moves). A cheap test on the
+  // raw bytes; when unsure, false (the record is decoded and given to Apply as usual).
+  virtual bool SkipsRaw(std::string_view value) const {
+    (void)value;
+    return false;
+  }
   // Called after the batch holding `applied` is durable, on the runner's thread.
   virtual void AfterCommit(const std::vector<CloudEvent>& applied) { (void)applied; }
   // Called instead of AfterCommit when the batch was not written (the runner reads it again):

@@ -13,8 +13,12 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
+-- A fresh prefix per wrk invocation and thread (math.random is unseeded in wrk, so a warm-up and
+-- the measured run would otherwise send the same names, and part of the run would be updates).
 function init(args)
-  prefix = "bench-" .. tid .. "-" .. math.random(1, 1000000000)
+  local f = io.open("/proc/sys/kernel/random/uuid")
+  prefix = "bench-" .. tid .. "-" .. f:read("*l")
+  f:close()
 end
 
 local headers = {["Content-Type"] = "application/json"}

@@ -81,6 +81,25 @@ TEST(PeerHealthFoldTest, EachProjectionSkipsTheOthersEvents) {
   EXPECT_FALSE(f.peer_view_.Get("b")->has_value()) << "transitions are counted, not folded";
 }
 
+TEST(PeerHealthFoldTest, ThePeersFoldSkipsProviderRecordsWithoutDecodingThem) {
+  Folds f;
+  const std::string provider_probe =
+      EncodeCloudEvent(EncodeHealthProbe(Probe("p1", 1, ProbeFailure::kNone), "test"));
+  const std::string peer_probe =
+      EncodeCloudEvent(EncodeHealthProbe(Probe("b", 1, ProbeFailure::kNone), "test", kPeerHealth));
+  EXPECT_TRUE(f.peers_.SkipsRaw(provider_probe));
+  EXPECT_FALSE(f.peers_.SkipsRaw(peer_probe));
+  EXPECT_FALSE(f.providers_.SkipsRaw(provider_probe));
+  EXPECT_FALSE(f.providers_.SkipsRaw(peer_probe)) << "the providers' fold decodes every record";
+  // A type spelled with JSON escapes is not visible in the raw bytes: such a record is decoded.
+  std::string escaped = peer_probe;
+  const auto at = escaped.find("dcm.peer.");
+  ASSERT_NE(at, std::string::npos);
+  escaped.replace(at + 3, 1, "\\u002e");
+  ASSERT_EQ(DecodeCloudEvent(escaped)->type, "dcm.peer.health_probed");
+  EXPECT_FALSE(f.peers_.SkipsRaw(escaped));
+}
+
 TEST(PeerHealthFoldTest, PeerEventsRoundTripAndNameThePeer) {
   const HealthProbe probe = Probe("b", 7, ProbeFailure::kTimeout);
   const CloudEvent e = EncodeHealthProbe(probe, "test", kPeerHealth);
