@@ -41,9 +41,11 @@ class Projection {
   // dead-letters it and goes on); any other error stops the runner (a broken invariant or I/O).
   virtual Status Apply(const CloudEvent& event, const EventPosition& position,
                        StoreBatch& batch) = 0;
-  // True when the record `value` (its JSON as stored) is certainly one Apply would skip: the
-  // runner then neither decodes nor applies it (its offset still moves). A cheap test on the
-  // raw bytes; when unsure, false (the record is decoded and given to Apply as usual).
+  // True when the record `value` (its JSON as stored) is certainly not this projection's: the
+  // runner then neither decodes nor applies it (its offset still moves), so neither does it
+  // dead-letter it when it is poison; only a projection whose topics another projection also
+  // reads (and dead-letters) may say so. A cheap test on the raw bytes; when unsure, false (the
+  // record is decoded and given to Apply as usual).
   virtual bool SkipsRaw(std::string_view value) const {
     (void)value;
     return false;
