@@ -93,11 +93,9 @@ std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatRes
   const HealthStatus before_beat = BeatStatusOf(t.record);
   const bool before_both = t.record.both;
   FoldResult folded = FoldHeartbeat(t.record, h);
-  t.log_bound_ms = 0;  // a beat of its own: the log's gaps no longer matter
-  BeatOutcome out;
+  t.log_bound_ms = 0;     // a beat of its own: the log's gaps no longer matter
   if (!folded.applied) {  // a second beat within the same millisecond: nothing new
-    out.health = t.record;
-    return out;
+    return BeatOutcome{.health = t.record, .record = std::nullopt, .change = std::nullopt};
   }
   const bool due = now_ms - t.last_recorded_ms >= options_.record_every.count();
   // A change of either signal, or of the record's mode (a `both` provider's first beat), is a
@@ -106,13 +104,11 @@ std::optional<BeatOutcome> HeartbeatTracker::Beat(const std::string& id, BeatRes
       before_result != t.record.last_result || before_beat != BeatStatusOf(t.record) ||
       before_both != t.record.both) {
     MarkRecorded(t, h, now_ms);
-    out.record = std::move(h);
-    out.change = std::move(folded.change);
-  } else {
-    ++t.unrecorded;
+    return BeatOutcome{
+        .health = t.record, .record = std::move(h), .change = std::move(folded.change)};
   }
-  out.health = t.record;
-  return out;
+  ++t.unrecorded;
+  return BeatOutcome{.health = t.record, .record = std::nullopt, .change = std::nullopt};
 }
 
 std::vector<std::string> HeartbeatTracker::Due(int64_t now_ms) const {

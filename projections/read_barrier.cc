@@ -120,10 +120,16 @@ void ReadBarrier::Keep(uint32_t mask, ReadPosition acknowledged, ReadPosition mi
     if (!Reached(mask, acknowledged, min)) {
       waiters_.push_back(Waiter{mask, std::move(acknowledged), std::move(min),
                                 clock_->Now() + read_wait_, std::move(then)});
-      return;
+      then = nullptr;
     }
   }
-  then(true);
+  if (then) {
+    then(true);
+    return;
+  }
+  for (size_t i = 0; demand_ && i < names_.size(); ++i) {
+    if (mask & (uint32_t{1} << i)) demand_(names_[i]);
+  }
 }
 
 size_t ReadBarrier::RunDue() {
