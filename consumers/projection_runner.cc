@@ -64,18 +64,11 @@ Status ProjectionRunner::Start() {
   Publish(next_);
   UpdateProgress();
   running_ = true;
-  if (options_.pace.count() > 0 && options_.applied) {
-    options_.applied->SetWaker(projection_->Name(),
-                               [this] { retry_wait_.Interrupt([this] { demanded_ = true; }); });
-  }
   thread_ = NamedThread("run-" + projection_->Name(), [this] { Run(); });
   return OkStatus();
 }
 
 void ProjectionRunner::Stop() {
-  if (options_.pace.count() > 0 && options_.applied) {
-    options_.applied->SetWaker(projection_->Name(), nullptr);
-  }
   retry_wait_.Interrupt([this] { running_ = false; });
   if (thread_.joinable()) thread_.join();
   consumer_.reset();
@@ -123,14 +116,7 @@ void ProjectionRunner::Run() {
       }
     }
     UpdateProgress();
-    Pace(messages->size());
   }
-}
-
-void ProjectionRunner::Pace(size_t size) {
-  if (options_.pace.count() == 0 || size == 0 || size >= options_.batch_size) return;
-  retry_wait_.WaitFor(options_.pace,
-                      [this] { return !running_.load() || demanded_.exchange(false); });
 }
 
 void ProjectionRunner::Retry(const std::map<TopicPartition, int64_t>& first, const Error& error,

@@ -16,19 +16,12 @@
 // Gaps(): counted, logged and named by /readyz. Topics whose records expire by design
 // (RunnerOptions::expiring_topics: the probes topic) are not gaps.
 //
-// Pacing (RunnerOptions::pace): a runner off the write path, after a batch smaller than
-// batch_size (it is caught up), waits `pace` before it polls again, so records arrive in fewer,
-// larger batches: fewer store writes, decodes and fetch rounds per record under load. Nobody waits
-// on that pause: AppliedOffsets::Demand (a WaitFor on this projection, a consistent read the read
-// barrier keeps) ends it at once.
-//
 // Not a consumer group: every instance folds every partition, because every instance serves
 // reads. Restarts resume from the offsets stored with the state, so nothing is applied twice or
 // skipped (SPEC §5.3). Thread-safety: Start/Stop from one thread; the status getters from any.
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,9 +48,6 @@ struct RunnerOptions {
   AppliedOffsets* applied = nullptr;          // published to after each write (may be null)
   // Topics with a retention by design (HEALTH_EVENTS_RETENTION): their lost head is no gap.
   std::vector<std::string> expiring_topics = {};
-  // The pause after a batch that did not fill batch_size, ended early by
-  // AppliedOffsets::Demand(projection) (needs `applied`). 0: none.
-  std::chrono::milliseconds pace{0};
 };
 
 class ProjectionRunner {
@@ -92,8 +82,6 @@ class ProjectionRunner {
   // After a failed batch: seek back to `first`, report, and wait the backoff (or until Stop).
   void Retry(const std::map<TopicPartition, int64_t>& first, const Error& error, int failures);
   void UpdateProgress();
-  // After a batch of `size` records: the pause (see Pacing above), cut short by a demand or Stop.
-  void Pace(size_t size);
   void Publish(const std::map<std::pair<std::string, int32_t>, int64_t>& next);
   // Reports [from, to) of `tp` as a gap unless its topic expires by design.
   void ReportGap(const TopicPartition& tp, int64_t from, int64_t to);
@@ -110,8 +98,7 @@ class ProjectionRunner {
   std::atomic<bool> healthy_{true};
   std::atomic<uint64_t> applied_{0};
   std::atomic<int64_t> lag_{0};
-  RetryWait retry_wait_;                       // Retry's backoff and Pace, cut short by Stop
-  std::atomic<bool> demanded_{false};          // a Demand came since the last pause
+  RetryWait retry_wait_;                       // Retry's backoff, cut short by Stop
   std::vector<std::string> topics_;            // topic, then more_topics
   std::map<TopicPartition, int64_t> next_;     // runner thread only
   std::map<TopicPartition, int64_t> targets_;  // high watermarks at start

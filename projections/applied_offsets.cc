@@ -34,7 +34,6 @@ bool AppliedOffsets::Reached(const std::string& projection, const std::string& t
 bool AppliedOffsets::WaitFor(const std::string& projection, const std::string& topic,
                              const std::map<int32_t, int64_t>& targets, Deadline deadline,
                              const std::function<bool()>& keep_waiting) const {
-  Demand(projection);
   std::unique_lock lock(mu_);
   while (!Reached(projection, topic, targets)) {
     if (!keep_waiting()) return false;
@@ -53,20 +52,6 @@ void AppliedOffsets::Wake() const {
     ++wakes_;
   }
   cv_.notify_all();
-}
-
-void AppliedOffsets::SetWaker(const std::string& projection, std::function<void()> wake) {
-  std::lock_guard lock(wakers_mu_);
-  if (wake) {
-    wakers_[projection] = std::move(wake);
-  } else {
-    wakers_.erase(projection);
-  }
-}
-
-void AppliedOffsets::Demand(const std::string& projection) const {
-  std::lock_guard lock(wakers_mu_);
-  if (auto it = wakers_.find(projection); it != wakers_.end()) it->second();
 }
 
 }  // namespace dcm

@@ -8,11 +8,7 @@
 //
 // Offsets only grow (a smaller one is ignored). Wake() releases every waiter at once (their
 // owner is stopping; they re-check their own stop flag). An observer (the read barrier,
-// read_barrier.h) hears of every offset that grew, on the publishing thread.
-//
-// Paced runners (RunnerOptions::pace) wait a little between small batches; each registers a
-// waker here, and whoever needs a projection now (WaitFor, a consistent read kept by the read
-// barrier) calls Demand(projection), which wakes its runner at once. Thread-safe, but
+// read_barrier.h) hears of every offset that grew, on the publishing thread. Thread-safe, but
 // SetObserver must be called before the first Publish.
 #pragma once
 
@@ -50,12 +46,6 @@ class AppliedOffsets {
   // Wakes every waiter now (so one whose owner stops re-checks `keep_waiting`).
   void Wake() const;
 
-  // `wake` (null: none) is called whenever `projection` is demanded; the runner of a paced
-  // projection sets it while it runs. WaitFor demands the projection it waits for.
-  void SetWaker(const std::string& projection, std::function<void()> wake);
-  // Someone waits for `projection`: its runner, if paced, reads on now.
-  void Demand(const std::string& projection) const;
-
   // Called after each Publish that moved an offset forward, outside the lock, with its arguments.
   using Observer = std::function<void(const std::string& projection, const std::string& topic,
                                       int32_t partition, int64_t next)>;
@@ -71,8 +61,6 @@ class AppliedOffsets {
   std::map<Key, int64_t> next_;
   mutable uint64_t wakes_ = 0;
   Observer observer_;
-  mutable std::mutex wakers_mu_;  // not mu_: a waker takes its runner's lock
-  std::map<std::string, std::function<void()>, std::less<>> wakers_;
 };
 
 }  // namespace dcm

@@ -30,8 +30,7 @@ ProjectionEntry FederationEntry(const Topics& topics) {
                 return std::make_unique<FederationProjection>(d.store, d.federation_waiters,
                                                               d.metrics);
               },
-          .expires = nullptr,
-          .answers_writes = true};
+          .expires = nullptr};
 }
 
 // Providers' or peers' health (HealthProjection::kProviders, kPeers): transitions (and the
@@ -66,8 +65,7 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
            [](const ProjectionDeps& d) {
              return std::make_unique<RegistryProjection>(d.store, d.provider_waiters, d.metrics);
            },
-       .expires = nullptr,
-       .answers_writes = true},
+       .expires = nullptr},
       HealthEntry(topics, HealthProjection::kProviders, /*fold_cost=*/1, /*as_of=*/true),
       // Peer enclaves (SPEC §10): not rendered by any past answer.
       HealthEntry(topics, HealthProjection::kPeers, /*fold_cost=*/0.2, /*as_of=*/false),
@@ -80,8 +78,7 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
            [](const ProjectionDeps& d) {
              return std::make_unique<InstanceProjection>(d.store, d.instance_waiters, d.metrics);
            },
-       .expires = nullptr,
-       .answers_writes = true},
+       .expires = nullptr},
       {.name = SpStatusProjection::kName,
        .prefix = SpStatusProjection::kPrefix,
        .topics = {topics.Status()},

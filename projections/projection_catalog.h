@@ -67,9 +67,6 @@ struct ProjectionEntry {
   // still holds may lack. `dcm projections verify` leaves such entries out on both sides. Null:
   // every entry is compared.
   std::function<bool(std::string_view key, std::string_view value, int64_t cutoff_ms)> expires;
-  // Its folds complete HTTP writes waiting for their outcome (OutcomeWaiters): its runner never
-  // pauses between batches (`dcm serve --fold-pace` applies to the others).
-  bool answers_writes = false;
 
   // The `topic` of /admin/projections: the one topic, or "*" for a projection of several.
   std::string TopicLabel() const { return topics.size() == 1 ? topics.front() : "*"; }

@@ -120,16 +120,10 @@ void ReadBarrier::Keep(uint32_t mask, ReadPosition acknowledged, ReadPosition mi
     if (!Reached(mask, acknowledged, min)) {
       waiters_.push_back(Waiter{mask, std::move(acknowledged), std::move(min),
                                 clock_->Now() + read_wait_, std::move(then)});
-      then = nullptr;
+      return;
     }
   }
-  if (then) {
-    then(true);
-    return;
-  }
-  for (size_t i = 0; demand_ && i < names_.size(); ++i) {
-    if (mask & (uint32_t{1} << i)) demand_(names_[i]);
-  }
+  then(true);
 }
 
 size_t ReadBarrier::RunDue() {

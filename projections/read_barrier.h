@@ -89,12 +89,6 @@ class ReadBarrier {
   // meanwhile, calls then(true) at once, on this thread.
   void Keep(uint32_t mask, ReadPosition acknowledged, ReadPosition min, Continue then);
 
-  // Called, outside the lock, with each projection of a read that Keep keeps waiting (so a paced
-  // runner reads on at once: AppliedOffsets::Demand). Set before the first Keep.
-  void SetDemand(std::function<void(const std::string& projection)> demand) {
-    demand_ = std::move(demand);
-  }
-
   // Runs the kept continuations that are due (caught up, or past their deadline); returns how
   // many ran. The thread started by Start calls it; tests call it with a FakeClock.
   size_t RunDue();
@@ -126,7 +120,6 @@ class ReadBarrier {
   std::vector<std::string> names_;  // projection i
   std::vector<uint64_t> consumes_;  // projection i: bit t set when it folds topic t
   std::vector<int> completes_;      // projection i: the topic it completes writes of, or -1
-  std::function<void(const std::string&)> demand_;
 
   mutable std::mutex ack_mu_;
   ReadPosition acknowledged_;

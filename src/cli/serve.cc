@@ -33,7 +33,6 @@ struct ServeFlags {
   std::string service_types;
   std::string decision_timeout = "10s";
   std::string read_wait = "5s";  // SPEC §7 consistent reads
-  std::string fold_pace = "10ms";
   std::string write_timeout = "5s";
   // HEALTH_CHECK_* durations, Go syntax (SPEC §2).
   std::string health_interval = "10s";
@@ -86,7 +85,6 @@ Status ParseDurations(const ServeFlags& flags, ServeSettings& settings) {
   for (auto [text, out, name] :
        {std::tuple{&flags.decision_timeout, &config.decision_timeout, "--decision-timeout"},
         std::tuple{&flags.read_wait, &config.read_wait, "--read-wait"},
-        std::tuple{&flags.fold_pace, &config.fold_pace, "--fold-pace"},
         std::tuple{&flags.write_timeout, &config.write_timeout, "--write-timeout"},
         std::tuple{&flags.health_interval, &config.health.interval, "HEALTH_CHECK_INTERVAL"},
         std::tuple{&flags.health_timeout, &config.health.timeout, "HEALTH_CHECK_TIMEOUT"},
@@ -276,7 +274,7 @@ void RegisterTrustBoundaryFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("SP_CLIENT_KEY_FILE");
 }
 
-// Local faults and retention gaps (SPEC §7), and the projection runners' pace.
+// Local faults and retention gaps (SPEC §7).
 void RegisterFaultFlags(CLI::App* cmd, ServeFlags& flags) {
   Config& c = flags.config;
   cmd->add_option("--min-free-disk-mb", c.min_free_disk_mb,
@@ -288,12 +286,6 @@ void RegisterFaultFlags(CLI::App* cmd, ServeFlags& flags) {
                 "Report ready although a projection lost records to the log's retention (the "
                 "gap is still logged, counted and shown by /readyz)")
       ->envname("DCM_ACCEPT_RETENTION_GAPS");
-  cmd->add_option("--fold-pace", flags.fold_pace,
-                  "How long a projection runner that caught up waits before it reads again, so "
-                  "records fold in fewer, larger batches; a read that waits ends the pause "
-                  "(0..100ms, 0 = none)")
-      ->envname("DCM_FOLD_PACE")
-      ->capture_default_str();
 }
 
 // Kafka, the store, the HTTP API.

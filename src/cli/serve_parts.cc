@@ -144,7 +144,6 @@ void AddProjections(ServeParts& parts) {
     const ProjectionEntry& entry = parts.projections.entries[i];
     RunnerOptions options{entry.topics.front(), topics.DeadLetter(), parts.kafka};
     options.applied = &parts.applied_offsets;
-    if (!entry.answers_writes) options.pace = parts.config.fold_pace;
     options.more_topics.assign(entry.topics.begin() + 1, entry.topics.end());
     options.expiring_topics = {topics.HealthProbes()};
     auto& runner = parts.runners.emplace_back(std::make_unique<ProjectionRunner>(
@@ -350,8 +349,6 @@ void AddReadBarrier(ServeParts& parts) {
   parts.read_barrier =
       std::make_unique<ReadBarrier>(topics.EventTopics(), std::move(projections),
                                     &SystemClock::Instance(), parts.config.read_wait);
-  parts.read_barrier->SetDemand(
-      [applied = &parts.applied_offsets](const std::string& name) { applied->Demand(name); });
   parts.applied_offsets.SetObserver([b = parts.read_barrier.get(), hub = parts.watch_hub.get()](
                                         const std::string& projection, const std::string& topic,
                                         int32_t partition, int64_t next) {

@@ -120,9 +120,6 @@ Status ValidateConfig(const Config& c) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "--read-wait must be 0..25s (the HTTP handler timeout is 30s)");
   }
-  if (c.fold_pace.count() < 0 || c.fold_pace > std::chrono::milliseconds(100)) {
-    return MakeError(ErrorCode::kInvalidArgument, "--fold-pace must be 0..100ms");
-  }
   if (c.partitions < 1 || c.partitions > 1024) {
     return MakeError(ErrorCode::kInvalidArgument, "--partitions must be 1..1024");
   }

@@ -232,11 +232,6 @@ struct Config {
   // and the read's ?min_position= before answering 503 (SPEC §7, --read-wait). Below the HTTP
   // server's 30 s handler timeout.
   std::chrono::milliseconds read_wait{5000};
-  // How long a projection runner that caught up waits before it reads again (--fold-pace,
-  // 0..100ms; 0 = read on at once), so records arrive in fewer, larger batches. A read or a
-  // consumer that waits for a projection ends its runner's pause (projection_runner.h); runners
-  // of projections that answer writes never pause (ProjectionEntry::answers_writes).
-  std::chrono::milliseconds fold_pace{10};
   // SPEC §7: how long a write waits for Kafka to acknowledge its request, and how long any write
   // waits once Kafka is unreachable or stalled, before 503 + Retry-After (100ms..60s).
   std::chrono::milliseconds write_timeout{5000};

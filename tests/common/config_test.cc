@@ -149,19 +149,6 @@ TEST(ValidateConfigTest, ReadWaitIsBetweenZeroAndBelowTheHandlerTimeout) {
   EXPECT_FALSE(ValidateConfig(c));
 }
 
-TEST(ValidateConfigTest, FoldPaceDefaultsToTenMillisecondsAndMustBeZeroTo100ms) {
-  Config c = DevConfig();
-  EXPECT_EQ(c.fold_pace, std::chrono::milliseconds(10));
-  c.fold_pace = std::chrono::milliseconds(0);  // runners read on at once
-  EXPECT_TRUE(ValidateConfig(c));
-  c.fold_pace = std::chrono::milliseconds(100);
-  EXPECT_TRUE(ValidateConfig(c));
-  c.fold_pace = std::chrono::milliseconds(101);
-  EXPECT_FALSE(ValidateConfig(c));
-  c.fold_pace = std::chrono::milliseconds(-1);
-  EXPECT_FALSE(ValidateConfig(c));
-}
-
 TEST(ValidateConfigTest, RejectsEmptyTopicPrefix) {
   Config c = DevConfig();
   c.topics.prefix.clear();

@@ -18,16 +18,13 @@ namespace {
 using namespace std::chrono_literals;
 
 struct Folder {
-  Folder(testing::KafkaEnv& env, const std::string& dir, std::chrono::milliseconds pace = 0ms,
-         AppliedOffsets* applied = nullptr) {
+  Folder(testing::KafkaEnv& env, const std::string& dir) {
     std::filesystem::create_directories(dir);
     store = std::move(*Store::Open(dir));
     producer = std::move(*Producer::Create(env.kafka));
     audit = std::make_unique<AuditProjection>(store.get(), env.config.topics.Providers(), nullptr);
     RunnerOptions options{env.config.topics.Providers(), env.config.topics.DeadLetter(), env.kafka};
     options.more_topics = {env.config.topics.Health(), env.config.topics.Status()};
-    options.pace = pace;
-    options.applied = applied;
     runner = std::make_unique<ProjectionRunner>(options, store.get(), audit.get(), producer.get(),
                                                 nullptr);
   }
@@ -91,36 +88,6 @@ TEST(AuditFlowTest, OneRunnerIndexesEveryTopicResumesAndRebuildsByteIdentically)
   ASSERT_TRUE(rebuilt.CatchUp());
   EXPECT_EQ(rebuilt.Digest(), digest);
   rebuilt.runner->Stop();
-  std::filesystem::remove_all(root);
-}
-
-// A paced runner (RunnerOptions::pace, `dcm serve --fold-pace`) that caught up waits before it
-// reads again; a demand for its projection (a waiting read or consumer) ends the wait at once,
-// and so does Stop.
-TEST(AuditFlowTest, APacedRunnerReadsOnWhenItsProjectionIsDemandedOrStops) {
-  auto env = testing::KafkaEnv::Create();
-  ASSERT_NE(env, nullptr);
-  const auto root =
-      std::filesystem::temp_directory_path() / ("dcm-audit-pace-" + NewUuidV4().substr(0, 8));
-  auto producer = std::move(*Producer::Create(env->kafka));
-  const std::string topic = env->config.topics.Providers();
-  auto produce = [&](int i) {
-    const auto e = Event(i, "s");
-    ASSERT_TRUE(producer->ProduceSync(topic, e.subject, EncodeCloudEvent(e)));
-  };
-  produce(0);
-  AppliedOffsets applied;
-  Folder paced(*env, (root / "paced").string(), std::chrono::hours(1), &applied);
-  ASSERT_TRUE(paced.CatchUp());
-  ASSERT_EQ(paced.runner->Applied(), 1u);  // then it paused: a batch of one is not a full one
-  produce(1);
-  std::this_thread::sleep_for(500ms);  // five polls' worth
-  EXPECT_EQ(paced.runner->Applied(), 1u) << "the runner did not pause";
-  applied.Demand(AuditProjection::kName);
-  for (int i = 0; i < 500 && paced.runner->Applied() < 2; ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(paced.runner->Applied(), 2u) << "the demand did not end the pause";
-  produce(2);
-  paced.runner->Stop();  // pausing again for an hour: Stop ends it (ctest's timeout otherwise)
   std::filesystem::remove_all(root);
 }
 

@@ -54,21 +54,6 @@ TEST(AppliedOffsetsTest, WaitForGivesUpAtItsDeadlineOrWhenToldToStop) {
                                [] { return false; }));
 }
 
-TEST(AppliedOffsetsTest, WaitForDemandsItsProjectionFromTheWakerItsRunnerSet) {
-  AppliedOffsets applied;
-  int woken = 0;
-  applied.SetWaker("p", [&woken] { ++woken; });
-  applied.Publish("p", "t", 0, 3);
-  EXPECT_TRUE(applied.WaitFor("p", "t", {{0, 3}}, std::chrono::steady_clock::now()));
-  EXPECT_EQ(woken, 1);
-  applied.Demand("q");  // no waker: nothing happens
-  applied.Demand("p");
-  EXPECT_EQ(woken, 2);
-  applied.SetWaker("p", nullptr);  // its runner stopped
-  applied.Demand("p");
-  EXPECT_EQ(woken, 2);
-}
-
 TEST(AppliedOffsetsTest, AWaiterWakesWhenTheOffsetIsPublished) {
   AppliedOffsets applied;
   std::thread publisher([&] { applied.Publish("p", "t", 0, 4); });

@@ -54,16 +54,6 @@ TEST(ProjectionCatalogTest, TopicsFollowTheDeploymentPrefix) {
   }
 }
 
-// A paced runner (--fold-pace) would delay a write waiting for its outcome: exactly the
-// projections built with waiters answer writes, and only they are never paced.
-TEST(ProjectionCatalogTest, TheProjectionsThatCompleteWaitingWritesAreMarkedAnswersWrites) {
-  std::vector<std::string> answering;
-  for (const auto& entry : ProjectionCatalog(Topics{})) {
-    if (entry.answers_writes) answering.push_back(entry.name);
-  }
-  EXPECT_EQ(answering, (std::vector<std::string>{"registry", "instances", "federation"}));
-}
-
 TEST(ProjectionCatalogTest, ServesTheSixProjectionsInServeOrder) {
   std::vector<std::string> names;
   std::vector<std::string> labels;

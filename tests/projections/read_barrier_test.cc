@@ -175,17 +175,6 @@ TEST_F(ReadBarrierTest, KeepRunsAReadThatCaughtUpSinceItWasChecked) {
   EXPECT_EQ(barrier_.Pending(), 0u);
 }
 
-TEST_F(ReadBarrierTest, AKeptReadDemandsEachOfItsProjectionsSoPacedRunnersReadOn) {
-  std::vector<std::string> demanded;
-  barrier_.SetDemand([&](const std::string& name) { demanded.push_back(name); });
-  EXPECT_EQ(Start({"audit", "health"})->outcome, true);  // caught up: nobody is woken
-  EXPECT_TRUE(demanded.empty());
-  barrier_.Acknowledge(topics_.Health(), 0, 2);
-  auto read = Start({"health", "audit"});
-  EXPECT_FALSE(read->outcome.has_value());
-  EXPECT_EQ(demanded, (std::vector<std::string>{"health", "audit"}));  // in the catalog's order
-}
-
 TEST_F(ReadBarrierTest, ManyWaitingReadsEachRunOnceWhenTheirPartitionArrives) {
   std::vector<std::shared_ptr<Read>> reads;
   for (int32_t p = 0; p < 8; ++p) {
