@@ -84,6 +84,7 @@ void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
     }
     rd_kafka_assign(rk, partitions);
     if (consumer->rebalance().pause_assigned) rd_kafka_pause_partitions(rk, partitions);
+    consumer->MarkAssigned();
   } else {
     if (consumer->rebalance().on_revoke) consumer->rebalance().on_revoke();
     rd_kafka_assign(rk, nullptr);

@@ -171,11 +171,15 @@ class Consumer {
   Result<std::map<int32_t, int64_t>> OffsetsForTimes(const std::string& topic,
                                                      const std::map<int32_t, int64_t>& times_ms,
                                                      int timeout_ms) const;
+  // Whether the group has assigned this member at least once, partitions or none (a member of a
+  // one-partition group that is not its owner is assigned nothing, and no on_assign is called).
+  bool AssignedOnce() const { return assigned_once_; }
   // Leaves the group (revoking its partitions) before destruction.
   void Close();
   KafkaHandle* handle() const { return rk_; }
   // Internal: the rebalance trampoline needs these.
   Rebalance& rebalance() { return rebalance_; }
+  void MarkAssigned() { assigned_once_ = true; }
 
  private:
   Consumer() = default;
@@ -183,6 +187,7 @@ class Consumer {
   rd_kafka_queue_s* queue_ = nullptr;
   Rebalance rebalance_;
   bool closed_ = false;
+  bool assigned_once_ = false;
 };
 
 // The partition of `key` among `partitions`: Java-client-compatible murmur2 (Kafka's default

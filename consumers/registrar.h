@@ -96,6 +96,9 @@ class Registrar {
   void Stop();
   bool IsOwner() const { return owner_.load(); }
   bool Healthy() const { return healthy_.load(); }
+  // Ready to decide the first request sent to it (/readyz): the group has answered, and this
+  // instance either owns nothing or has caught up with the outcome log. Once true, stays true.
+  bool Joined() const { return joined_.load(); }
   // What retention dropped that it needed (see above); with an outcome-log gap it stands by and
   // is never Healthy() again.
   const RetentionGaps& Gaps() const { return gaps_; }
@@ -148,6 +151,7 @@ class Registrar {
   std::atomic<bool> running_{false};
   std::atomic<bool> owner_{false};
   std::atomic<bool> healthy_{true};
+  std::atomic<bool> joined_{false};
   RetentionGaps gaps_;
   bool catch_up_pending_ = false;  // assigned, outcomes not folded yet; runner thread only
   std::map<int32_t, int64_t> outcomes_next_;  // the outcome log folded up to here; runner only

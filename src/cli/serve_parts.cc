@@ -261,11 +261,12 @@ void AddRegistrar(ServeParts& parts) {
   parts.registrar = std::make_unique<Registrar>(options, parts.store.get(), &parts.views->registry,
                                                 parts.command_producer.get(), &parts.metrics,
                                                 &SystemClock::Instance());
-  parts.components.Add({.name = "registrar",
-                        .start = [r = parts.registrar.get()] { return r->Start(); },
-                        .stop = [r = parts.registrar.get()] { r->Stop(); },
-                        .ready = [r = parts.registrar.get()] { return r->Healthy(); },
-                        .detail = [r = parts.registrar.get()] { return r->Gaps().Describe(); }});
+  parts.components.Add(
+      {.name = "registrar",
+       .start = [r = parts.registrar.get()] { return r->Start(); },
+       .stop = [r = parts.registrar.get()] { r->Stop(); },
+       .ready = [r = parts.registrar.get()] { return r->Healthy() && r->Joined(); },
+       .detail = [r = parts.registrar.get()] { return r->Gaps().Describe(); }});
 }
 
 // The prober probes its group-assigned share of the providers and follows the registry's

@@ -162,7 +162,8 @@ class HttpApiTest(unittest.TestCase):
         # The server is still healthy and serving after all of that.
         fresh = Client(self.server.url)
         self.assertEqual(fresh.get("/healthz").status, 200)
-        self.assertEqual(self.register(provider_body(self.name())).status, 201)
+        r = self.register(provider_body(self.name()))
+        self.assertEqual(r.status, 201, r)
 
     def test_unknown_fields_are_ignored_and_not_stored(self):
         r = self.register({**provider_body(self.name()), "colour": "blue", "id": "ignored-id"})

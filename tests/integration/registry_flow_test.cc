@@ -519,6 +519,30 @@ bool Eventually(F done) {
   return done();
 }
 
+// /readyz waits for Joined(): the owner of the request partition once it has caught up with the
+// outcome log, and an instance the group gave nothing once the group answered. Before this, a
+// first write sent just after /readyz could wait out the group's first join and time out (503).
+TEST(RegistrarReadinessFlowTest,
+     TheOwnerAndAMemberThatOwnsNothingAreBothJoinedOnceTheGroupAnswers) {
+  auto env = testing::KafkaEnv::Create();
+  ASSERT_NE(env, nullptr);
+  const auto root = TempDir();
+  Instance owner(*env, (root / "owner").string());
+  owner.Start();
+  ASSERT_TRUE(Eventually([&] { return owner.registrar->Joined(); }));
+  EXPECT_TRUE(owner.registrar->IsOwner());
+  ASSERT_TRUE(owner.Register("first-" + NewUuidV4().substr(0, 6)));
+
+  Instance other(*env, (root / "other").string());
+  other.Start();
+  ASSERT_TRUE(Eventually([&] { return other.registrar->Joined(); }));
+  EXPECT_TRUE(other.registrar->Healthy());
+  EXPECT_TRUE(Eventually([&] {  // one partition, one owner
+    return owner.registrar->IsOwner() != other.registrar->IsOwner();
+  }));
+  std::filesystem::remove_all(root);
+}
+
 // The request log lost its head (the registration of `early` with it): a registrar with a fresh
 // store rebuilds its state from the outcome log, and still refuses the name to another id.
 TEST(RetentionGapFlowTest, AFreshRegistrarAfterTheRequestLogLostItsHeadStillRefusesADuplicateName) {
@@ -642,6 +666,7 @@ TEST(RetentionGapFlowTest, AFreshRegistrarWhoseOutcomeLogLostItsHeadReportsTheGa
   ASSERT_TRUE(Eventually([&] { return !fresh.registrar->Gaps().Empty(); }));
   EXPECT_FALSE(fresh.registrar->Healthy());
   EXPECT_FALSE(fresh.registrar->IsOwner());
+  EXPECT_FALSE(fresh.registrar->Joined());  // never ready to decide
   EXPECT_NE(fresh.registrar->Gaps().Describe().find(providers + "[0]: offsets 0.."),
             std::string::npos)
       << fresh.registrar->Gaps().Describe();
