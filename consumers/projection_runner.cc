@@ -1,6 +1,8 @@
 #include "consumers/projection_runner.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "consumers/dead_letter.h"
 #include "src/common/log.h"
@@ -94,6 +96,10 @@ void ProjectionRunner::UpdateProgress() {
 
 void ProjectionRunner::Run() {
   auto logger = Logger("runner");
+  if (options_.nice > 0 && !NiceThisThread(options_.nice)) {
+    logger->warn("msg=\"cannot lower the fold's CPU priority\" projection={} error=\"{}\"",
+                 projection_->Name(), std::strerror(errno));
+  }
   int failures = 0;
   while (running_.load()) {
     auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);

@@ -48,6 +48,8 @@ struct RunnerOptions {
   AppliedOffsets* applied = nullptr;          // published to after each write (may be null)
   // Topics with a retention by design (HEALTH_EVENTS_RETENTION): their lost head is no gap.
   std::vector<std::string> expiring_topics = {};
+  // Added to the niceness of the runner's thread (ProjectionEntry::background); 0: unchanged.
+  int nice = 0;
 };
 
 class ProjectionRunner {

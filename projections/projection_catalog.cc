@@ -42,6 +42,7 @@ ProjectionEntry HealthEntry(const Topics& topics, const HealthFold& fold, double
           .topics = {topics.Health(), topics.HealthProbes()},
           .fold_cost = fold_cost,
           .as_of = as_of,
+          .background = true,
           .make =
               [fold](const ProjectionDeps& d) {
                 return std::make_unique<HealthProjection>(d.store, d.metrics, fold);
@@ -96,6 +97,7 @@ std::vector<ProjectionEntry> ProjectionCatalog(const Topics& topics) {
        .topics = topics.EventTopics(),
        .fold_cost = 1,
        .as_of = false,
+       .background = true,
        .make = &MakeAudit,
        .expires = [probes = topics.HealthProbes()](
                       std::string_view key, std::string_view,

@@ -61,6 +61,10 @@ struct ProjectionEntry {
   // Folded again for `as_of` reads (time travel): state that a past answer renders. Indexes over
   // the log itself (the audit index) are not.
   bool as_of = false;
+  // Folded in the background: no write's answer waits for it (only consistent reads do, SPEC
+  // §7), so `dcm serve` runs its runner at a lower CPU priority (--background-fold-nice). Under
+  // load it yields the cores to the write path and folds in larger batches; idle, it runs at once.
+  bool background = false;
   std::function<std::unique_ptr<Projection>(const ProjectionDeps&)> make;
   // Entries that follow events with a retention (probes, HEALTH_EVENTS_RETENTION): true when the
   // entry (key, value) depends on events older than `cutoff_ms`, which a rebuild from what Kafka

@@ -330,6 +330,12 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("DCM_FETCH_WAIT_MAX_MS")
       ->check(CLI::Range(1, 5000))
       ->capture_default_str();
+  cmd->add_option("--background-fold-nice", c.background_fold_nice,
+                  "Niceness added to the audit and health folds' threads, so that writes come "
+                  "first on busy cores (0 = off)")
+      ->envname("DCM_BACKGROUND_FOLD_NICE")
+      ->check(CLI::Range(0, 19))
+      ->capture_default_str();
   cmd->add_option("--kafka-property", flags.kafka_properties,
                   "librdkafka property key=value for every Kafka client (repeatable; e.g. "
                   "security.protocol=SASL_SSL)")

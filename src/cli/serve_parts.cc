@@ -146,6 +146,7 @@ void AddProjections(ServeParts& parts) {
     options.applied = &parts.applied_offsets;
     options.more_topics.assign(entry.topics.begin() + 1, entry.topics.end());
     options.expiring_topics = {topics.HealthProbes()};
+    if (entry.background) options.nice = parts.config.background_fold_nice;
     auto& runner = parts.runners.emplace_back(std::make_unique<ProjectionRunner>(
         options, parts.store.get(), parts.projections.projections[i].get(), parts.producer.get(),
         &parts.metrics));

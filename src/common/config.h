@@ -242,6 +242,10 @@ struct Config {
   // Consumer fetch long-poll in ms. The mock answers empty fetches only after the full wait, so
   // dev mode uses 10; real brokers answer as soon as data arrives, so 100 costs nothing there.
   int fetch_wait_max_ms = 100;
+  // Niceness added to the runners of background folds (ProjectionEntry::background: the audit
+  // index, providers' and peers' health): under load they yield the cores to the write path, and
+  // fold in larger batches (+7 % registrations/s on 2 cores, BENCHMARKS.md issue #16). 0 = off.
+  int background_fold_nice = 5;
   // HTTP worker threads (one io_context each). 0 = number of cores.
   int http_threads = 0;
   std::string log_level = "info";

@@ -1,9 +1,5 @@
 #include "src/http/heavy_reads.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <string>
 
 #include "src/common/thread_name.h"
@@ -43,9 +39,8 @@ HeavyReads::HeavyReads(HeavyReadOptions options) : options_(std::move(options)) 
   }
   for (int i = 0; i < options_.threads; ++i) {
     threads_.push_back(NamedThread("heavy-" + std::to_string(i), [this] {
-      if (options_.nice) {  // per thread on Linux: the I/O threads keep their priority
-        setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kPoolNice);
-      }
+      // Per thread on Linux: the I/O threads keep their priority. Best effort.
+      if (options_.nice) (void)NiceThisThread(kPoolNice);
       Loop();
     }));
   }

@@ -54,6 +54,17 @@ TEST(ProjectionCatalogTest, TopicsFollowTheDeploymentPrefix) {
   }
 }
 
+// What no write's answer waits for folds at a lower CPU priority (--background-fold-nice): the
+// audit index and providers' and peers' health. Every projection a write completes keeps its
+// priority: the registry (provider writes), instances and federation (their waiters).
+TEST(ProjectionCatalogTest, OnlyTheAuditIndexAndTheHealthFoldsRunInTheBackground) {
+  std::set<std::string> background;
+  for (const auto& entry : ProjectionCatalog(Topics{})) {
+    if (entry.background) background.insert(entry.name);
+  }
+  EXPECT_EQ(background, (std::set<std::string>{"audit", "health", "peer-health"}));
+}
+
 TEST(ProjectionCatalogTest, ServesTheSixProjectionsInServeOrder) {
   std::vector<std::string> names;
   std::vector<std::string> labels;
