@@ -244,7 +244,8 @@ struct Config {
   int fetch_wait_max_ms = 100;
   // Niceness added to the runners of background folds (ProjectionEntry::background: the audit
   // index, providers' and peers' health): under load they yield the cores to the write path, and
-  // fold in larger batches (+7 % registrations/s on 2 cores, BENCHMARKS.md issue #16). 0 = off.
+  // fold in larger batches (1.03-1.11x registrations/s, 0.92-0.95x CPU per registration on 2
+  // cores: BENCHMARKS.md, issue #16, session 19). 0 = off.
   int background_fold_nice = 5;
   // HTTP worker threads (one io_context each). 0 = number of cores.
   int http_threads = 0;
