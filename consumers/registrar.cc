@@ -94,7 +94,7 @@ void Registrar::Run() {
       if (!CatchUpOrStandBy(failures)) return;
       continue;
     }
-    if (consumer_->AssignedOnce()) joined_ = true;  // owner and caught up, or owns nothing
+    if (!joined_ && consumer_->AssignedOnce()) joined_ = true;  // caught-up owner, or owns nothing
     if (messages->empty() || !owner_.load()) continue;
     auto processed = ProcessBatch(*messages);
     if (processed && failures > 0) {
