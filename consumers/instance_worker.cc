@@ -176,6 +176,8 @@ void InstanceWorker::GroupLoop() {
   auto logger = Logger("instance-worker");
   while (running_) {
     auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);
+    // The group gave this worker nothing (more instances than partitions): no OnAssigned came.
+    if (!joined_ && consumer_->AssignedOnce()) joined_ = true;
     if (!messages) {
       logger->warn("msg=\"request poll failed\" error=\"{}\"", messages.error().message);
       continue;

@@ -86,7 +86,8 @@ class InstanceWorker {
   void Stop();
 
   bool Healthy() const { return healthy_.load() && emitter_.Healthy(); }
-  // True once the group gave this instance its first assignment and it resumed its sagas.
+  // True once the group gave this instance its first assignment and it resumed its sagas, or
+  // gave it nothing (more instances than partitions).
   bool Joined() const { return joined_.load(); }
   std::vector<int32_t> OwnedPartitions() const;
   size_t SagasInFlight() const { return sagas_.InFlight(); }

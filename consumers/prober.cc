@@ -149,6 +149,8 @@ void Prober::GroupLoop() {
       if (!owned.empty()) Reconcile(owned);
       last_reconcile = std::chrono::steady_clock::now();
     }
+    // The group gave this instance nothing (more instances than partitions): no on_assign came.
+    if (!joined_ && consumer_->AssignedOnce()) joined_ = true;
   }
 }
 

@@ -722,6 +722,24 @@ TEST_F(HealthFlowTest, TwoInstancesSplitTheProvidersAndEachIsProbedByOneOfThemAt
          static_cast<long long>(smallest.count()));
 }
 
+// /readyz waits for Joined(): a prober that the group gives no partition of dcm.health (more
+// instances than partitions) gets no on_assign, and must still become ready.
+TEST_F(HealthFlowTest, AProberTheGroupGivesNoPartitionIsStillJoined) {
+  env_ = testing::KafkaEnv::Create(/*partitions=*/1);
+  ASSERT_NE(env_, nullptr);
+  Instance& a = AddInstance("a", FastHealth());
+  Instance& b = AddInstance("b", FastHealth());
+  ASSERT_TRUE(a.Start());
+  ASSERT_TRUE(b.Start());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return a.prober->Joined() && b.prober->Joined() &&
+               a.prober->OwnedPartitions().size() + b.prober->OwnedPartitions().size() == 1;
+      },
+      GroupSettleTimeout()))
+      << "a joined=" << a.prober->Joined() << " b joined=" << b.prober->Joined();
+}
+
 TEST_F(HealthFlowTest, WhenAnInstanceLeavesTheSurvivorProbesAllProvidersWithinTheSessionTimeout) {
   const HealthCheckConfig health = FastHealth();
   Instance& a = AddInstance("a", health);

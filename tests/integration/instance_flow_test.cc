@@ -562,9 +562,9 @@ struct ReleaseOnExit {
 
 class Harness {
  public:
-  static std::unique_ptr<Harness> Create() {
+  static std::unique_ptr<Harness> Create(int partitions = 4) {
     auto h = std::unique_ptr<Harness>(new Harness());
-    h->env = testing::KafkaEnv::Create();
+    h->env = testing::KafkaEnv::Create(partitions);
     if (!h->env) return nullptr;
     h->root =
         std::filesystem::temp_directory_path() / ("dcm-instance-it-" + NewUuidV4().substr(0, 8));
@@ -1540,6 +1540,26 @@ TEST(InstanceFlowRestartTest, SagasInFlightOnPartitionsThatMoveAreResumedByTheNe
 }
 
 // ---- two workers in one group ---------------------------------------------------------------
+
+// /readyz waits for Joined(): a worker that the group gives no partition (more instances than
+// partitions) gets no OnAssigned, and must still become ready.
+TEST(InstanceFlowGroupTest, AWorkerTheGroupGivesNoPartitionIsStillJoined) {
+  FakeSp sp_a, sp_b;
+  auto h = Harness::Create(/*partitions=*/1);
+  ASSERT_NE(h, nullptr);
+  ReleaseOnExit release{{&sp_a, &sp_b}};
+  Node& a = h->AddNode("a");
+  Node& b = h->AddNode("b");
+  ASSERT_TRUE(a.StartWorker(&sp_a, nullptr, {.name = "a"}));
+  ASSERT_TRUE(b.StartWorker(&sp_b, nullptr, {.name = "b"}));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return a.worker->Joined() && b.worker->Joined() &&
+               a.worker->OwnedPartitions().size() + b.worker->OwnedPartitions().size() == 1;
+      },
+      h->GroupSettleTimeout()))
+      << "a joined=" << a.worker->Joined() << " b joined=" << b.worker->Joined();
+}
 
 TEST(InstanceFlowGroupTest, TwoWorkersDecideEachRootOnceAndTheSurvivorTakesOverWhenOneStops) {
   FakeSp sp_a, sp_b;

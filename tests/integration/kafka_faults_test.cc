@@ -137,7 +137,9 @@ class KafkaFaultsTest : public ::testing::Test {
     const Answer answer = RegisterUntilAccepted(retried, 30s);
     ASSERT_TRUE(answer.result) << answer.result.error().message;
     const std::string id = answer.result->provider.id;
-    auto again = Register(retried);  // idempotent: the same id, whether the 503'd request landed
+    // Idempotent: the same id, whether the 503'd request landed. A slow broker can also have cost
+    // the registrar its group session, so this one retries through the rebalance as a client would.
+    auto again = RegisterUntilAccepted(retried, 30s);
     ASSERT_TRUE(again.result) << again.result.error().message;
     EXPECT_EQ(again.result->provider.id, id);
     auto stored = view_->Get(id);
