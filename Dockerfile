@@ -8,7 +8,7 @@ RUN ./scripts/install-deps.sh && \
 
 FROM debian:12
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      librdkafka1 librocksdb7.8 libsimdjson14 libfmt9 libspdlog1.10 libjwt0 curl && \
+      librdkafka1 librocksdb7.8 libsimdjson14 libfmt9 libspdlog1.10 libjwt0 libjemalloc2 curl && \
     rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/src/dcm /usr/local/bin/dcm
 EXPOSE 8080

@@ -4,7 +4,7 @@
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  librdkafka-dev librocksdb-dev libsimdjson-dev libfmt-dev libspdlog-dev
+  librdkafka-dev librocksdb-dev libsimdjson-dev libfmt-dev libspdlog-dev libjemalloc-dev
   libboost1.81-dev libcli11-dev libexpected-dev libssl-dev libjwt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   kcat wrk curl time python3 python3-yaml python3-jwt python3-cryptography clang-format
