@@ -148,9 +148,18 @@ void ProjectionRunner::Retry(const std::map<TopicPartition, int64_t>& first, con
 
 Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
                                       std::map<TopicPartition, int64_t>& first) {
-  const auto lock = projection_->LockBatch();
+  // LockBatch from the first Apply on. A batch of records another writer applied (the registry
+  // runner behind the registrar's own outcomes) writes its offsets without it, so that writer
+  // never waits for this RocksDB write; it takes the lock for AfterCommit or Abandoned alone.
+  std::unique_lock<std::mutex> lock;
+  bool locked = false;
+  auto lock_batch = [&] {
+    if (!locked) lock = projection_->LockBatch();
+    locked = true;
+  };
   StoreBatch batch;
   std::vector<CloudEvent> applied;
+  uint64_t applied_already = 0;
   std::vector<std::future<Status>> dead_letters;
   std::map<TopicPartition, int64_t> touched;
   auto dead_letter = [&](const KafkaMessage& m, const std::string& reason) {
@@ -158,20 +167,19 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
                                       projection_->Name(), reason, metrics_));
   };
   for (const auto& m : messages) {
-    TopicPartition tp{m.topic, m.partition};
-    auto& next = next_[tp];
-    if (m.offset < next) continue;                       // re-delivered after a seek
-    if (m.offset > next) ReportGap(tp, next, m.offset);  // reset past records retention dropped
-    first.try_emplace(tp, m.offset);
-    next = m.offset + 1;
-    touched[std::move(tp)] = next;
+    if (!Advance(m, first, touched)) continue;  // re-delivered after a seek
     if (projection_->SkipsRaw(m.value)) continue;
+    const EventPosition position{m.topic, m.partition, m.offset, m.timestamp_ms, m.key, m.value};
+    if (projection_->AppliedAlready(position)) {
+      ++applied_already;
+      continue;
+    }
     auto event = DecodeCloudEvent(m.value);
     if (!event) {
       dead_letter(m, event.error().message);
       continue;
     }
-    const EventPosition position{m.topic, m.partition, m.offset, m.timestamp_ms, m.key, m.value};
+    lock_batch();
     if (auto status = projection_->Apply(*event, position, batch); !status) {
       if (status.error().code != ErrorCode::kCorruption) return Abandon(status);
       dead_letter(m, status.error().message);
@@ -181,16 +189,33 @@ Status ProjectionRunner::ProcessBatch(const std::vector<KafkaMessage>& messages,
   }
   for (auto& acked : dead_letters) {
     // Never move past a poison record before it is safe in the dead-letter topic.
-    if (auto safe = acked.get(); !safe) return Abandon(safe);
+    if (auto safe = acked.get(); !safe) {
+      lock_batch();
+      return Abandon(safe);
+    }
   }
   for (const auto& [tp, next] : touched) {
     store_->PutOffset(batch, projection_->Name(), tp.first, tp.second, next);
   }
-  if (auto written = store_->Write(batch); !written) return Abandon(written);
-  applied_ += applied.size();
+  auto written = store_->Write(batch);
+  lock_batch();
+  if (!written) return Abandon(written);
+  applied_ += applied.size() + applied_already;
   projection_->AfterCommit(applied);
   Publish(touched);
   return OkStatus();
+}
+
+bool ProjectionRunner::Advance(const KafkaMessage& m, std::map<TopicPartition, int64_t>& first,
+                               std::map<TopicPartition, int64_t>& touched) {
+  TopicPartition tp{m.topic, m.partition};
+  auto& next = next_[tp];
+  if (m.offset < next) return false;
+  if (m.offset > next) ReportGap(tp, next, m.offset);  // reset past records retention dropped
+  first.try_emplace(tp, m.offset);
+  next = m.offset + 1;
+  touched[std::move(tp)] = next;
+  return true;
 }
 
 Status ProjectionRunner::Abandon(Status failed) {

@@ -78,8 +78,13 @@ class ProjectionRunner {
   // batch's start, to seek back to when it fails).
   Status ProcessBatch(const std::vector<KafkaMessage>& messages,
                       std::map<TopicPartition, int64_t>& first);
+  // Moves this partition's next offset past `m` (recording the batch's first offset and the
+  // touched partitions); false when `m` was read before (re-delivered after a seek).
+  bool Advance(const KafkaMessage& m, std::map<TopicPartition, int64_t>& first,
+               std::map<TopicPartition, int64_t>& touched);
   // The batch was not written: the projection forgets what it kept for AfterCommit (a second
-  // writer, the registrar, would otherwise complete the wrong waiters). Returns `failed`.
+  // writer, the registrar, would otherwise complete the wrong waiters). Under LockBatch. Returns
+  // `failed`.
   Status Abandon(Status failed);
   // After a failed batch: seek back to `first`, report, and wait the backoff (or until Stop).
   void Retry(const std::map<TopicPartition, int64_t>& first, const Error& error, int failures);

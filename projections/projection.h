@@ -50,14 +50,22 @@ class Projection {
     (void)value;
     return false;
   }
+  // True when a second writer already folded the record at `position` (the registry: the
+  // registrar's own outcomes): the runner skips it like SkipsRaw, without decoding it and without
+  // LockBatch, and counts it as applied. Thread-safe; when unsure, false (Apply then decides).
+  virtual bool AppliedAlready(const EventPosition& position) {
+    (void)position;
+    return false;
+  }
   // Called after the batch holding `applied` is durable, on the runner's thread.
   virtual void AfterCommit(const std::vector<CloudEvent>& applied) { (void)applied; }
   // Called instead of AfterCommit when the batch was not written (the runner reads it again):
   // forget what Apply kept for AfterCommit. Under LockBatch.
   virtual void Abandoned() {}
-  // Held by the runner from the first Apply of a batch until AfterCommit returns. A projection
-  // that a second writer also folds into (the registry: the registrar applies its own outcomes)
-  // returns a lock that serializes the two; the others none.
+  // Held by the runner from the first Apply of a batch until AfterCommit (or Abandoned) returns;
+  // a batch with no Apply takes it for AfterCommit alone, after its offsets are written. A
+  // projection that a second writer also folds into (the registry: the registrar applies its own
+  // outcomes) returns a lock that serializes the two; the others none.
   virtual std::unique_lock<std::mutex> LockBatch() { return {}; }
 };
 

@@ -80,6 +80,7 @@ Status RegistryProjection::Tombstone(const std::string& id, const ProviderOutcom
 }
 
 bool RegistryProjection::TakeOwn(int32_t partition, int64_t offset) {
+  std::lock_guard lock(own_mu_);
   auto it = own_.find(partition);
   if (it == own_.end()) return false;
   auto& offsets = it->second;
@@ -91,7 +92,7 @@ bool RegistryProjection::TakeOwn(int32_t partition, int64_t offset) {
 
 Status RegistryProjection::Apply(const CloudEvent& event, const EventPosition& position,
                                  StoreBatch& batch) {
-  if (!own_.empty() && TakeOwn(position.partition, position.offset)) {
+  if (TakeOwn(position.partition, position.offset)) {  // marked since the runner asked
     applied_request_ids_.emplace_back();  // applied and answered already: no waiter to complete
     applied_at_.emplace_back();
     return OkStatus();
@@ -148,7 +149,10 @@ void RegistryProjection::AfterCommit(const std::vector<CloudEvent>& applied) {
 
 void RegistryProjection::Committed(const std::vector<std::pair<int32_t, int64_t>>& positions,
                                    const std::vector<CloudEvent>& applied) {
-  for (const auto& [partition, offset] : positions) own_[partition].insert(offset);
+  {
+    std::lock_guard lock(own_mu_);
+    for (const auto& [partition, offset] : positions) own_[partition].insert(offset);
+  }
   AfterCommit(applied);
 }
 

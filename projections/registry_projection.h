@@ -61,6 +61,11 @@ class RegistryProjection final : public Projection {
   Status Apply(const CloudEvent& event, const EventPosition& position, StoreBatch& batch) override;
   void AfterCommit(const std::vector<CloudEvent>& applied) override;
   std::unique_lock<std::mutex> LockBatch() override { return std::unique_lock(batch_mu_); }
+  // The registrar applied it (Committed marked it): the runner need not decode it, nor wait for
+  // the registrar's batch to move its offset past it.
+  bool AppliedAlready(const EventPosition& position) override {
+    return TakeOwn(position.partition, position.offset);
+  }
 
   // The registrar's side (see above), called with LockBatch held: ApplyOwn stages the outcome
   // acknowledged at `position` like Apply; once `batch` is written, Committed(positions of the
@@ -84,13 +89,14 @@ class RegistryProjection final : public Projection {
                    StoreBatch& batch);
 
   // True (and forgets it) if the registrar applied the outcome at `partition`/`offset`; forgets
-  // the partition's older marks too, which the runner has passed. Under batch_mu_.
+  // the partition's older marks too, which the runner has passed.
   bool TakeOwn(int32_t partition, int64_t offset);
 
   Store* store_;
   OutcomeWaiters* waiters_;
   std::mutex batch_mu_;
-  std::map<int32_t, std::set<int64_t>> own_;  // partition -> offsets ApplyOwn applied; batch_mu_
+  std::mutex own_mu_;
+  std::map<int32_t, std::set<int64_t>> own_;  // partition -> offsets ApplyOwn applied; own_mu_
   AppliedCounters applied_;
   std::vector<std::string> applied_request_ids_;  // of the batch in progress, in order
   std::vector<OutcomePosition> applied_at_;       // where each of those outcomes is

@@ -377,6 +377,42 @@ TEST_F(RegistryFlowTest, RestartResumesFromStoredOffsetsWithoutReapplying) {
   EXPECT_EQ(*second.store->Digest(RegistryProjection::kPrefix), digest_before);
 }
 
+// The registry runner reaching outcomes the registrar already applied writes its offsets past
+// them without LockBatch, so the registrar (which holds that lock from its first ApplyOwn to
+// Committed) never waits for the runner's RocksDB write; the runner takes the lock only for
+// AfterCommit, once that write is done. The outcomes still count as applied.
+TEST(RegistryRunnerFlowTest, TheRunnerPassesTheRegistrarsOwnOutcomesWithoutTheBatchLock) {
+  auto env = testing::KafkaEnv::Create();
+  ASSERT_NE(env, nullptr);
+  const auto root = std::filesystem::temp_directory_path() / ("dcm-it-" + NewUuidV4().substr(0, 8));
+  Instance in(*env, (root / "own").string());
+  ASSERT_TRUE(in.registrar->Start());
+  // Answered by the registrar alone (the runner is not started): five outcomes, all its own.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(in.Register("own-" + NewUuidV4().substr(0, 6)));
+  auto next_offsets = [&](const char* reader) {
+    int64_t sum = 0;
+    for (const auto& [partition, next] :
+         OrDie(in.store->LoadOffsets(reader, env->config.topics.Providers()))) {
+      sum += next;
+    }
+    return sum;
+  };
+  ASSERT_EQ(next_offsets(ProviderDecider::kName), 5);
+  {
+    const auto held = in.registry->LockBatch();  // as a registrar batch in progress would
+    ASSERT_TRUE(in.runner->Start());
+    for (int i = 0; i < 500 && next_offsets(RegistryProjection::kName) == 0; ++i) {
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_GT(next_offsets(RegistryProjection::kName), 0);  // written while the lock is held
+  }
+  for (int i = 0; i < 300 && !in.runner->CaughtUp(); ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(in.runner->CaughtUp());
+  EXPECT_EQ(in.runner->Applied(), 5u);
+  EXPECT_EQ(OrDie(in.view->List({}, "", 100)).providers.size(), 5u);
+  std::filesystem::remove_all(root);
+}
+
 // SPEC §6: a deletion produced straight to Kafka cannot remove a provider that hosts live
 // instances; the registrar decides it only once its instance projection holds what was there.
 TEST_F(RegistryFlowTest, AKafkaDeletionWaitsForTheInstanceProjectionAndIsRefusedWhileItHostsSome) {

@@ -310,6 +310,28 @@ TEST(RegistryProjectionTest, OutcomesTheRegistrarAppliedAheadAreSkippedByTheRunn
   EXPECT_EQ(ahead.Digest(), plain.Digest());
 }
 
+// The runner asks before decoding (AppliedAlready): an outcome is applied already only once the
+// registrar's batch holding it is written (Committed), and only once; older marks are dropped.
+TEST(RegistryProjectionTest, AnOutcomeIsAppliedAlreadyOnceTheRegistrarCommittedItAndOnlyOnce) {
+  Registry r("/mem/applied-already");
+  const EventPosition at_1{"dcm.providers", 0, 1};
+  const EventPosition at_2{"dcm.providers", 0, 2};
+  {
+    const auto lock = r.projection_.LockBatch();
+    StoreBatch batch;
+    ASSERT_TRUE(r.projection_.ApplyOwn(Registered("id-a", "sp-a", 1), at_1, batch));
+    ASSERT_TRUE(r.projection_.ApplyOwn(Registered("id-b", "sp-b", 2), at_2, batch));
+    EXPECT_FALSE(r.projection_.AppliedAlready(at_1));  // staged, not written yet
+    ASSERT_TRUE(r.store_->Write(batch));
+    r.projection_.Committed({{0, 1}, {0, 2}},
+                            {Registered("id-a", "sp-a", 1), Registered("id-b", "sp-b", 2)});
+  }
+  EXPECT_FALSE(r.projection_.AppliedAlready(EventPosition{"dcm.providers", 1, 1}));
+  EXPECT_TRUE(r.projection_.AppliedAlready(at_2));
+  EXPECT_FALSE(r.projection_.AppliedAlready(at_2));  // used once
+  EXPECT_FALSE(r.projection_.AppliedAlready(at_1));  // passed: the runner is beyond it
+}
+
 // A registrar batch that was not written (Abandoned) leaves nothing behind: the runner then
 // applies the outcome and completes its waiter as if the registrar had not staged it.
 TEST(RegistryProjectionTest, AnAbandonedRegistrarBatchLeavesTheRunnerToAnswerItsWaiters) {
