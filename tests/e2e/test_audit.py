@@ -77,6 +77,8 @@ class AuditTest(unittest.TestCase, InstanceReads):
         body["display_name"] = "audited"
         r = self.c.request("PUT", path, body)
         self.assertEqual(r.status, 200, r)
+        # A re-registration is Pending until its immediate probe's event is folded (SPEC §3.2).
+        self.wait_health(name, "Ready")
         steps.append(self.record(lambda: self.get(path)))  # updated
 
         self.sim.set_fault(name, health="503")
