@@ -445,6 +445,11 @@ KafkaOptions ProviderCommandOptions(KafkaOptions options) {
   return options;
 }
 
+KafkaOptions RegistrarConsumerOptions(KafkaOptions options, bool on_mock, int mock_wait_ms) {
+  if (on_mock && mock_wait_ms > 0) options.fetch_wait_max_ms = mock_wait_ms;
+  return options;
+}
+
 bool IsMockCluster(KafkaHandle* handle, int timeout_ms) {
   char* id = rd_kafka_clusterid(handle, timeout_ms);
   if (!id) return false;

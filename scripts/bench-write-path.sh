@@ -12,7 +12,7 @@
 #     after the measured run, summed, divided by the requests;
 # then, per build, the idle single-client latency: `dcm dev-kafka` in its own process, `dcm serve
 # --dev --kafka-brokers <it>` WITHOUT --fetch-wait-max-ms, IDLE_POSTS (200) sequential curl POSTs,
-# median and p99 of curl's time_total. Medians of every figure at the end.
+# median and p99 of curl's time_total (IDLE_POSTS=0 skips it). Medians of every figure at the end.
 #
 #   RUNS=5 ./scripts/bench-write-path.sh
 #   OLD_DCM=/work/baseline/build-bench/src/dcm NEW_DCM=build-bench/src/dcm PEER=1 ./scripts/...
@@ -138,9 +138,11 @@ for run in $(seq 1 "$RUNS"); do
   register_run "$OLD_DCM" old "$run"
   register_run "$NEW_DCM" new "$run"
 done
-echo "== idle single client against dcm dev-kafka ($IDLE_POSTS sequential POSTs) =="
-idle_run "$OLD_DCM" old
-idle_run "$NEW_DCM" new
+if [ "$IDLE_POSTS" -gt 0 ]; then
+  echo "== idle single client against dcm dev-kafka ($IDLE_POSTS sequential POSTs) =="
+  idle_run "$OLD_DCM" old
+  idle_run "$NEW_DCM" new
+fi
 if [ "${PEER:-0}" = 1 ]; then
   echo "== PostgreSQL peer: $PEER_SCRIPT =="
   "$PEER_SCRIPT" | tee "$OUT/peer"

@@ -71,8 +71,10 @@ struct ServeFlags {
   std::string federation_hold_ttl = "30s";
 };
 
-// Consumer long-poll on the embedded mock, in ms (see ResolveFlags).
+// Consumer long-poll on the embedded mock, in ms (see ResolveFlags), and the registrar's
+// (AddRegistrar, src/cli/serve_parts.cc).
 constexpr int kDevFetchWaitMs = 5;
+constexpr int kDevRegistrarFetchWaitMs = 1;
 
 int Fail(const std::string& message) {
   fprintf(stderr, "dcm serve: %s\n", message.c_str());
@@ -154,7 +156,10 @@ Result<ServeSettings> ResolveFlags(const ServeFlags& flags) {
     // up to this much latency (../shared/KAFKA-NOTES.md). Short polls are cheap on loopback.
     config.fetch_wait_max_ms = kDevFetchWaitMs;
   }
-  if (!flags.fetch_wait_given) settings.mock_fetch_wait_ms = kDevFetchWaitMs;
+  if (!flags.fetch_wait_given) {
+    settings.mock_fetch_wait_ms = kDevFetchWaitMs;
+    settings.mock_registrar_fetch_wait_ms = kDevRegistrarFetchWaitMs;
+  }
   settings.temp_data_dir = config.dev && !flags.data_dir_given;
   return settings;
 }

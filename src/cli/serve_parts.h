@@ -77,6 +77,9 @@ struct ServeSettings {
   // > 0: the long-poll to use when the brokers turn out to be librdkafka's mock (`dcm dev-kafka`,
   // which answers an empty fetch only after the whole wait); 0: keep the configured one.
   int mock_fetch_wait_ms = 0;
+  // > 0: the registrar's long-poll on the mock, embedded or `dcm dev-kafka`
+  // (RegistrarConsumerOptions, consumers/kafka.h); 0: the same as every consumer's.
+  int mock_registrar_fetch_wait_ms = 0;
 };
 
 // The read side every consumer and handler queries, over the one store.
@@ -104,6 +107,7 @@ struct ServeParts {
   std::unique_ptr<TrustBoundary> trust;
   ProviderRules provider_rules;
   std::unique_ptr<MockCluster> mock;
+  bool on_mock = false;  // the brokers are librdkafka's mock: embedded, or `dcm dev-kafka`
   KafkaOptions kafka;
   std::unique_ptr<Store> store;
   std::unique_ptr<Producer> producer;
