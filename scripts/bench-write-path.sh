@@ -18,6 +18,10 @@
 #   OLD_DCM=/work/baseline/build-bench/src/dcm NEW_DCM=build-bench/src/dcm PEER=1 ./scripts/...
 #
 # PEER=1 also runs ../shared/bench/peer-postgres/run.sh (pgbench, 64 clients) in the same session.
+# PEER_EACH_RUN=1 also starts one PostgreSQL cluster as run.sh does (its schema, its 50,000 seed
+# rows) and runs the same pgbench load (dcm_like.sql, 64 clients) for DURATION after each new run:
+# the peer then sees the machine of the runs next to it, and each round gives a new/peer ratio.
+# This host's speed drifted by up to 40 % within minutes (BENCHMARKS.md, issue #16, session 22).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -36,6 +40,39 @@ for b in "$OLD_DCM" "$NEW_DCM"; do
 done
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+PEER_DIR=$(dirname "$PEER_SCRIPT")
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+PG_PORT=${PG_PORT:-55433}
+PG_WORK=""
+peer_start() {
+  PG_WORK=$(mktemp -d)
+  chown postgres "$PG_WORK"
+  su postgres -c "$PG_BIN/initdb -D $PG_WORK/data" >/dev/null
+  su postgres -c "$PG_BIN/pg_ctl -D $PG_WORK/data -o '-p $PG_PORT -k $PG_WORK \
+    -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=512MB' \
+    -l $PG_WORK/log start" >/dev/null
+  sleep 2
+  local psql=(psql -q -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+  "${psql[@]}" -f "$PEER_DIR/schema.sql" postgres 2>/dev/null
+  "${psql[@]}" -c "insert into providers (id,name,endpoint,service_type,schema_version,metadata)
+    select gen_random_uuid()::text, 'seed-'||g, 'https://x'||g, 'vm','v1alpha1',
+    '{\"region_code\":\"us-east-1\"}' from generate_series(1,50000) g" postgres
+}
+peer_stop() {
+  [ -n "$PG_WORK" ] || return 0
+  su postgres -c "$PG_BIN/pg_ctl -D $PG_WORK/data stop -m fast" >/dev/null || true
+  rm -rf "$PG_WORK"
+  PG_WORK=""
+}
+# One pgbench run of the peer's registration load (label: the run number).
+peer_run() {
+  local tps
+  tps=$(pgbench -n -h 127.0.0.1 -p "$PG_PORT" -U postgres -c 64 -j 2 -T "${DURATION%s}" \
+    -f "$PEER_DIR/dcm_like.sql" postgres 2>&1 | sed -nE 's/^tps = ([0-9.]+).*/\1/p')
+  echo "peer run $1: $tps tps" | tee -a "$OUT/peer-each"
+}
+trap peer_stop EXIT
 
 wait_ready() {
   for _ in $(seq 1 200); do curl -sf "$URL/readyz" >/dev/null && break; sleep 0.1; done
@@ -134,10 +171,13 @@ EOF
 echo "== registrations: wrk -c64 $DURATION, alternating old/new, $RUNS runs each =="
 echo "old: $OLD_DCM"
 echo "new: $NEW_DCM"
+[ "${PEER_EACH_RUN:-0}" = 1 ] && peer_start
 for run in $(seq 1 "$RUNS"); do
   register_run "$OLD_DCM" old "$run"
   register_run "$NEW_DCM" new "$run"
+  if [ "${PEER_EACH_RUN:-0}" = 1 ]; then peer_run "$run"; fi
 done
+peer_stop
 if [ "$IDLE_POSTS" -gt 0 ]; then
   echo "== idle single client against dcm dev-kafka ($IDLE_POSTS sequential POSTs) =="
   idle_run "$OLD_DCM" old
@@ -183,6 +223,15 @@ if os.path.exists(peer) and "new" in med:
         p = statistics.median(tps)
         print(f"PostgreSQL peer: {p:.0f} tps (median of {len(tps)}); new/peer: "
               f"{med['new'][0] / p:.2f}x; old/peer: {med['old'][0] / p:.2f}x")
+each = os.path.join(out, "peer-each")
+if os.path.exists(each) and "new" in med:
+    peer = [float(x) for x in re.findall(r"peer run \d+: ([\d.]+) tps", open(each).read())]
+    new = [r[0] for r in runs("new")]
+    if peer:
+        ratios = [n / p for n, p in zip(new, peer)]
+        print(f"PostgreSQL peer after each new run: {statistics.median(peer):.0f} tps (median of "
+              f"{len(peer)}: {', '.join(f'{p:.0f}' for p in peer)}); new/peer per run: "
+              f"{', '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f}x")
 for label in ("old", "new"):
     path = os.path.join(out, "idle-" + label)
     if os.path.exists(path):
