@@ -206,12 +206,15 @@ KafkaOptions ProviderCommandOptions(KafkaOptions options);
 // for the whole fetch.wait.max.ms even when data arrives meanwhile, so each consumer hop costs up
 // to that much latency (../shared/KAFKA-NOTES.md). Short polls are cheap on loopback.
 inline constexpr int kMockFetchWaitMs = 5;
+// The registrar's long-poll against the mock (RegistrarConsumerOptions).
+inline constexpr int kMockRegistrarFetchWaitMs = 1;
 
 // The registrar's consumer: on the mock (`on_mock`), a long-poll of `mock_wait_ms` when > 0, else
 // `options` unchanged. Every registration that reaches the registrar while its fetch finds
 // nothing waits out the rest of that fetch, so the one consumer a write waits for polls shorter
-// than the others (1 ms instead of 5: 1.16x registrations/s at 64 clients; BENCHMARKS.md, issue
-// #16, session 22). A real broker answers as soon as data arrives: there the wait stays.
+// than the others (kMockRegistrarFetchWaitMs instead of kMockFetchWaitMs: 1.16x registrations/s
+// at 64 clients; BENCHMARKS.md, issue #16, session 22). A real broker answers as soon as data
+// arrives: there the wait stays.
 KafkaOptions RegistrarConsumerOptions(KafkaOptions options, bool on_mock, int mock_wait_ms);
 
 // True when `handle` talks to librdkafka's mock cluster (`dcm serve --dev`, `dcm dev-kafka`): its

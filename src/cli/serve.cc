@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <tuple>
 
+#include "consumers/kafka.h"
 #include "src/cli/commands.h"
 #include "src/cli/serve_parts.h"
 #include "src/common/config.h"
@@ -70,11 +71,6 @@ struct ServeFlags {
   std::string federation_discovery_timeout = "2s";
   std::string federation_hold_ttl = "30s";
 };
-
-// Consumer long-poll on the embedded mock, in ms (see ResolveFlags), and the registrar's
-// (AddRegistrar, src/cli/serve_parts.cc).
-constexpr int kDevFetchWaitMs = 5;
-constexpr int kDevRegistrarFetchWaitMs = 1;
 
 int Fail(const std::string& message) {
   fprintf(stderr, "dcm serve: %s\n", message.c_str());
@@ -154,11 +150,11 @@ Result<ServeSettings> ResolveFlags(const ServeFlags& flags) {
   if (config.dev && config.kafka_brokers.empty() && !flags.fetch_wait_given) {
     // The mock answers an empty fetch only after the full long-poll, so every consumer hop costs
     // up to this much latency (../shared/KAFKA-NOTES.md). Short polls are cheap on loopback.
-    config.fetch_wait_max_ms = kDevFetchWaitMs;
+    config.fetch_wait_max_ms = kMockFetchWaitMs;
   }
   if (!flags.fetch_wait_given) {
-    settings.mock_fetch_wait_ms = kDevFetchWaitMs;
-    settings.mock_registrar_fetch_wait_ms = kDevRegistrarFetchWaitMs;
+    settings.mock_fetch_wait_ms = kMockFetchWaitMs;
+    settings.mock_registrar_fetch_wait_ms = kMockRegistrarFetchWaitMs;
   }
   settings.temp_data_dir = config.dev && !flags.data_dir_given;
   return settings;
