@@ -327,7 +327,8 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
       ->check(CLI::Range(1000, 300000))
       ->capture_default_str();
   cmd->add_option("--fetch-wait-max-ms", c.fetch_wait_max_ms,
-                  "Consumer long-poll; use 10 against the embedded mock cluster")
+                  "Consumer long-poll (not given, against the embedded mock or dcm dev-kafka: 5, "
+                  "and 1 for the registrar's consumer)")
       ->envname("DCM_FETCH_WAIT_MAX_MS")
       ->check(CLI::Range(1, 5000))
       ->capture_default_str();
