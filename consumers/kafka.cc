@@ -2,9 +2,11 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
+#include "consumers/local_deliveries.h"
 #include "events/event_limits.h"
 #include "src/common/log.h"
 #include "src/common/thread_name.h"
@@ -54,6 +56,7 @@ void LogCallback(const rd_kafka_t*, int level, const char* fac, const char* buf)
 }
 
 void DeliveryReport(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
+  if (!message->err) LocalDeliveries::Instance().Delivered(rd_kafka_topic_name(message->rkt));
   std::unique_ptr<Producer::OnDelivery> callback(
       static_cast<Producer::OnDelivery*>(message->_private));
   if (!callback || !*callback) return;
@@ -292,6 +295,11 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(const KafkaOptions& options,
   }
   consumer->rk_ = rk;
   consumer->closed_ = group_id.empty();
+  consumer->idle_pause_ = std::chrono::milliseconds(options.idle_pause_ms);
+  consumer->idle_after_ = std::chrono::milliseconds(
+      options.idle_after_ms > 0 ? options.idle_after_ms : options.idle_pause_ms);
+  consumer->fetch_wait_ms_ = options.fetch_wait_max_ms;
+  consumer->last_data_ = std::chrono::steady_clock::now();
   rd_kafka_poll_set_consumer(rk);
   consumer->queue_ = rd_kafka_queue_get_consumer(rk);
   return consumer;
@@ -304,11 +312,98 @@ Consumer::~Consumer() {
 }
 
 void Consumer::Close() {
+  if (idle_paused_) LocalDeliveries::Instance().Unregister(sleeper_);
+  idle_paused_ = false;
   if (!closed_ && rk_) rd_kafka_consumer_close(rk_);
   closed_ = true;
 }
 
+void Consumer::MarkAssigned() {
+  assigned_once_ = true;
+  RestartIdle();
+}
+
+void Consumer::RestartIdle() {
+  if (idle_paused_) LocalDeliveries::Instance().Unregister(sleeper_);
+  idle_paused_ = false;
+  last_data_ = std::chrono::steady_clock::now();
+}
+
+bool Consumer::SetPaused(bool paused) {
+  size_t count = 0;
+  for (const auto& [topic, partitions] : assigned_) count += partitions.size();
+  if (count == 0) return false;  // nothing assigned, or a group member (Subscribe)
+  rd_kafka_topic_partition_list_t* list =
+      rd_kafka_topic_partition_list_new(static_cast<int>(count));
+  for (const auto& [topic, partitions] : assigned_) {
+    for (const auto& [partition, offset] : partitions) {
+      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
+    }
+  }
+  if (paused) {
+    // Where the application is (the next offset after what ConsumeBatch returned), so that the
+    // new assignment resumes there; unread partitions keep the offset they were assigned at.
+    rd_kafka_position(rk_, list);
+    for (int i = 0; i < list->cnt; ++i) {
+      const auto& elem = list->elems[i];
+      if (elem.err == RD_KAFKA_RESP_ERR_NO_ERROR && elem.offset >= 0) {
+        assigned_[elem.topic][elem.partition] = elem.offset;
+      }
+    }
+    rd_kafka_assign(rk_, nullptr);
+  } else {
+    rd_kafka_assign(rk_, list);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  return true;
+}
+
+int Consumer::IdleTimeout(int timeout_ms) {
+  using std::chrono::milliseconds;
+  auto now = std::chrono::steady_clock::now();
+  if (!idle_paused_) {
+    if (now - last_data_ < idle_after_ || now < active_until_ || !Fetched()) return timeout_ms;
+    // Registered before pausing: a delivery from here on ends the pause.
+    sleeper_ = LocalDeliveries::Instance().Register(topics_);
+    if (!SetPaused(true)) {  // nothing assigned, or a group member
+      LocalDeliveries::Instance().Unregister(sleeper_);
+      return timeout_ms;
+    }
+    idle_paused_ = true;
+    pause_ends_ = now + idle_pause_;
+  }
+  const bool woken = LocalDeliveries::Instance().Wait(
+      sleeper_, std::min(pause_ends_, now + milliseconds(std::max(timeout_ms, 0))));
+  now = std::chrono::steady_clock::now();
+  if (!woken && now < pause_ends_) return 0;  // still paused: serve the queue's events only
+  EndIdlePause();
+  // Woken, the data is at the broker: stay until it comes (idle_after at most). At the pause's
+  // end, a look of a few fetches at what others produced.
+  const milliseconds window =
+      woken ? idle_after_ : milliseconds(std::max(2 * fetch_wait_ms_ + 5, kIdleLookMinMs));
+  active_until_ = now + window;
+  return std::min(timeout_ms, static_cast<int>(window.count()));
+}
+
+bool Consumer::Fetched() const {
+  for (const auto& [topic, partitions] : assigned_) {
+    for (const auto& [partition, offset] : partitions) {
+      if (HighWatermark(topic, partition) < 0) return false;  // no fetch answered yet
+    }
+  }
+  return true;
+}
+
+void Consumer::EndIdlePause() {
+  LocalDeliveries::Instance().Unregister(sleeper_);
+  SetPaused(false);
+  idle_paused_ = false;
+}
+
 Status Consumer::Assign(const std::string& topic, const std::map<int32_t, int64_t>& offsets) {
+  topics_ = {topic};
+  RestartIdle();
+  assigned_ = {{topic, offsets}};
   rd_kafka_topic_partition_list_t* list =
       rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()));
   for (const auto& [partition, offset] : offsets) {
@@ -321,6 +416,10 @@ Status Consumer::Assign(const std::string& topic, const std::map<int32_t, int64_
 }
 
 Status Consumer::AssignTopics(const std::map<std::string, std::map<int32_t, int64_t>>& offsets) {
+  topics_.clear();
+  for (const auto& [topic, partitions] : offsets) topics_.push_back(topic);
+  RestartIdle();
+  assigned_ = offsets;
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(0);
   for (const auto& [topic, partitions] : offsets) {
     for (const auto& [partition, offset] : partitions) {
@@ -335,6 +434,7 @@ Status Consumer::AssignTopics(const std::map<std::string, std::map<int32_t, int6
 
 Status Consumer::Subscribe(const std::string& topic, Rebalance rebalance) {
   rebalance_ = std::move(rebalance);
+  topics_ = {topic};
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic.c_str(), RD_KAFKA_PARTITION_UA);
   const auto err = rd_kafka_subscribe(rk_, list);
@@ -344,6 +444,7 @@ Status Consumer::Subscribe(const std::string& topic, Rebalance rebalance) {
 }
 
 Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offset) {
+  if (idle_paused_) EndIdlePause();
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
   rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_, list, 5000);
@@ -362,9 +463,14 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
   // consume_batch_queue waits until the batch is full or the timeout passes, which would add
   // the whole timeout to every command's latency. So: block for the first message only, then
   // take whatever else is already fetched without waiting.
+  if (idle_pause_.count() > 0) timeout_ms = IdleTimeout(timeout_ms);
   std::vector<rd_kafka_message_t*> raw(max);
   rd_kafka_message_t* first = rd_kafka_consume_queue(queue_, timeout_ms);
   if (!first) return std::vector<KafkaMessage>();
+  if (idle_pause_.count() > 0) {
+    if (idle_paused_) EndIdlePause();  // fetched before the pause
+    last_data_ = std::chrono::steady_clock::now();
+  }
   raw[0] = first;
   ssize_t n = 1;
   if (max > 1) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -32,6 +33,13 @@ struct KafkaOptions {
   int fetch_wait_max_ms = 100;
   // Consumer-group session timeout (registrar failover time).
   int session_timeout_ms = 10000;
+  // Consumers only, 0: off. A consumer that received nothing for this long pauses its partitions
+  // (no fetches) until a producer of this process delivers to one of its topics, or for this long
+  // at most, then fetches once and pauses again while still idle (consumers/local_deliveries.h).
+  // `dcm serve` sets it against librdkafka's mock only (kMockIdlePauseMs).
+  int idle_pause_ms = 0;
+  // How long without a message before that pause; 0: idle_pause_ms.
+  int idle_after_ms = 0;
   // Extra librdkafka properties (name -> value), applied last.
   std::map<std::string, std::string> extra;
 };
@@ -174,20 +182,47 @@ class Consumer {
   // Whether the group has assigned this member at least once, partitions or none (a member of a
   // one-partition group that is not its owner is assigned nothing, and no on_assign is called).
   bool AssignedOnce() const { return assigned_once_; }
+  // Whether its partitions are paused for being idle (KafkaOptions::idle_pause_ms).
+  bool IdlePaused() const { return idle_paused_; }
   // Leaves the group (revoking its partitions) before destruction.
   void Close();
   KafkaHandle* handle() const { return rk_; }
   // Internal: the rebalance trampoline needs these.
   Rebalance& rebalance() { return rebalance_; }
-  void MarkAssigned() { assigned_once_ = true; }
+  void MarkAssigned();
 
  private:
   Consumer() = default;
+  // How long to block for the first message, after pausing or resuming the idle consumer.
+  int IdleTimeout(int timeout_ms);
+  void EndIdlePause();
+  // A new assignment is not paused: it starts a fresh idle period.
+  void RestartIdle();
+  // Pauses (unassigns, keeping the positions) or resumes (assigns them again) every partition
+  // Assign/AssignTopics gave; false when there is none (a group member never pauses).
+  bool SetPaused(bool paused);
+  // Whether every assigned partition had a fetch answered (its high watermark is known).
+  bool Fetched() const;
+  // The shortest look at the broker after a pause that no delivery ended.
+  static constexpr int kIdleLookMinMs = 10;
+
   KafkaHandle* rk_ = nullptr;
   rd_kafka_queue_s* queue_ = nullptr;
   Rebalance rebalance_;
   bool closed_ = false;
   bool assigned_once_ = false;
+  std::vector<std::string> topics_;  // what Assign/AssignTopics/Subscribe named
+  // Assign/AssignTopics' partitions, with their offsets as of the last idle pause.
+  std::map<std::string, std::map<int32_t, int64_t>> assigned_;
+  // Idle pause (KafkaOptions::idle_pause_ms; zero: off).
+  std::chrono::milliseconds idle_pause_{0};
+  std::chrono::milliseconds idle_after_{0};
+  int fetch_wait_ms_ = 0;
+  std::chrono::steady_clock::time_point last_data_;
+  std::chrono::steady_clock::time_point pause_ends_;
+  std::chrono::steady_clock::time_point active_until_;  // no pause before (after a resume)
+  bool idle_paused_ = false;
+  uint64_t sleeper_ = 0;  // LocalDeliveries id while paused
 };
 
 // The partition of `key` among `partitions`: Java-client-compatible murmur2 (Kafka's default

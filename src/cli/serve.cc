@@ -321,6 +321,21 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
                   "How long a write waits for its outcome before answering 503")
       ->envname("DCM_DECISION_TIMEOUT")
       ->capture_default_str();
+  cmd->add_option("--kafka-property", flags.kafka_properties,
+                  "librdkafka property key=value for every Kafka client (repeatable; e.g. "
+                  "security.protocol=SASL_SSL)")
+      ->envname("DCM_KAFKA_PROPERTIES")
+      ->delimiter(',');
+  cmd->add_option("--http-threads", c.http_threads, "HTTP threads (0 = one per core)")
+      ->envname("DCM_HTTP_THREADS")
+      ->capture_default_str();
+  cmd->add_option("--instance-id", c.instance_id, "Name of this instance (default host/pid)")
+      ->envname("DCM_INSTANCE_ID");
+}
+
+// How the Kafka consumers poll and fold.
+void RegisterConsumerFlags(CLI::App* cmd, ServeFlags& flags) {
+  Config& c = flags.config;
   cmd->add_option("--session-timeout-ms", c.group_session_timeout_ms,
                   "Consumer-group session timeout: registrar failover time")
       ->envname("DCM_SESSION_TIMEOUT_MS")
@@ -332,22 +347,17 @@ void RegisterCoreFlags(CLI::App* cmd, ServeFlags& flags) {
       ->envname("DCM_FETCH_WAIT_MAX_MS")
       ->check(CLI::Range(1, 5000))
       ->capture_default_str();
+  cmd->add_option("--mock-idle-pause-ms", c.mock_idle_pause_ms,
+                  "On the mock: idle runners fetch after a local write or this long (0 = off)")
+      ->envname("DCM_MOCK_IDLE_PAUSE_MS")
+      ->check(CLI::Range(0, 60000))
+      ->capture_default_str();
   cmd->add_option("--background-fold-nice", c.background_fold_nice,
                   "Niceness added to the audit and health folds' threads, so that writes come "
                   "first on busy cores (0 = off)")
       ->envname("DCM_BACKGROUND_FOLD_NICE")
       ->check(CLI::Range(0, 19))
       ->capture_default_str();
-  cmd->add_option("--kafka-property", flags.kafka_properties,
-                  "librdkafka property key=value for every Kafka client (repeatable; e.g. "
-                  "security.protocol=SASL_SSL)")
-      ->envname("DCM_KAFKA_PROPERTIES")
-      ->delimiter(',');
-  cmd->add_option("--http-threads", c.http_threads, "HTTP threads (0 = one per core)")
-      ->envname("DCM_HTTP_THREADS")
-      ->capture_default_str();
-  cmd->add_option("--instance-id", c.instance_id, "Name of this instance (default host/pid)")
-      ->envname("DCM_INSTANCE_ID");
 }
 
 // Bounded per-request cost and the waits of reads and writes (SPEC §7).
@@ -569,6 +579,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "Run a control-plane instance");
   RegisterCoreFlags(cmd, *flags);
+  RegisterConsumerFlags(cmd, *flags);
   RegisterHealthCheckFlags(cmd, *flags);
   RegisterHeartbeatFlags(cmd, *flags);
   RegisterInstanceFlags(cmd, *flags);

@@ -126,6 +126,8 @@ Status AddProducers(ServeParts& parts) {
     parts.on_mock = true;
     parts.kafka.fetch_wait_max_ms = parts.settings.mock_fetch_wait_ms;
   }
+  // Every consumer made from here on pauses while idle (the producers above ignore it).
+  if (parts.on_mock) parts.kafka.idle_pause_ms = parts.config.mock_idle_pause_ms;
   return OkStatus();
 }
 

@@ -242,6 +242,12 @@ struct Config {
   // Consumer fetch long-poll in ms. The mock answers empty fetches only after the full wait, so
   // dev mode uses 10; real brokers answer as soon as data arrives, so 100 costs nothing there.
   int fetch_wait_max_ms = 100;
+  // Against librdkafka's mock only (embedded or `dcm dev-kafka`): a consumer that received nothing
+  // for this long pauses its fetches until this process produces to one of its topics, or this
+  // long at most (KafkaOptions::idle_pause_ms, consumers/local_deliveries.h). Idle consumers
+  // otherwise poll the mock every few ms: 0.92x CPU per registration (BENCHMARKS.md, issue #16,
+  // session 24). 0 = off.
+  int mock_idle_pause_ms = 100;
   // Niceness added to the runners of background folds (ProjectionEntry::background: the audit
   // index, providers' and peers' health): under load they yield the cores to the write path, and
   // fold in larger batches (1.03-1.11x registrations/s, 0.92-0.95x CPU per registration on 2

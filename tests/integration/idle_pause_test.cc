@@ -1,0 +1,123 @@
+// A consumer that pauses while idle (KafkaOptions::idle_pause_ms, what `dcm serve` does against
+// the mock) still reads everything: at once what a producer of this process delivers, and, after
+// at most one pause, what anyone else produced.
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+
+#include "consumers/kafka.h"
+#include "tests/integration/kafka_env.h"
+
+namespace dcm {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::OrDie;
+
+class IdlePauseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = testing::KafkaEnv::Create(2);
+    ASSERT_NE(env_, nullptr);
+    topic_ = env_->config.topics.Status();
+    producer_ = OrDie(Producer::Create(env_->kafka));
+  }
+
+  std::unique_ptr<Consumer> IdleConsumer(int idle_pause_ms, int idle_after_ms) {
+    KafkaOptions options = env_->kafka;
+    options.idle_pause_ms = idle_pause_ms;
+    options.idle_after_ms = idle_after_ms;
+    auto consumer = OrDie(Consumer::Create(options, ""));
+    EXPECT_TRUE(consumer->Assign(topic_, {{0, Consumer::kBeginning}, {1, Consumer::kBeginning}}));
+    return consumer;
+  }
+
+  // Polls until the consumer paused itself (false after `limit`).
+  static bool PollUntilPaused(Consumer& consumer, std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (!consumer.IdlePaused() && Clock::now() < end) {
+      auto batch = consumer.ConsumeBatch(10, 50);
+      if (!batch) return false;
+    }
+    return consumer.IdlePaused();
+  }
+
+  // The values read within `limit`, until `want` arrived.
+  static std::vector<std::string> Read(Consumer& consumer, size_t want,
+                                       std::chrono::milliseconds limit) {
+    std::vector<std::string> values;
+    const auto end = Clock::now() + limit;
+    while (values.size() < want && Clock::now() < end) {
+      auto batch = consumer.ConsumeBatch(10, 50);
+      if (!batch) break;
+      for (auto& m : *batch) values.push_back(m.value);
+    }
+    return values;
+  }
+
+  std::unique_ptr<testing::KafkaEnv> env_;
+  std::string topic_;
+  std::unique_ptr<Producer> producer_;
+};
+
+TEST_F(IdlePauseTest, ALocalDeliveryEndsTheIdlePauseAtOnce) {
+  ASSERT_TRUE(producer_->ProduceSync(topic_, "k", "before"));
+  // Idle after 100 ms, then paused for ten minutes: only the delivery's wake brings the next
+  // message within the test's time.
+  auto consumer = IdleConsumer(600000, 100);
+  EXPECT_EQ(Read(*consumer, 1, 20s), std::vector<std::string>{"before"});
+  ASSERT_TRUE(PollUntilPaused(*consumer, 20s));
+  ASSERT_TRUE(producer_->ProduceSync(topic_, "k", "after"));
+  EXPECT_EQ(Read(*consumer, 1, 60s), std::vector<std::string>{"after"});
+}
+
+// What a producer of another process delivers (here: a bare librdkafka producer, which does not
+// report to LocalDeliveries) is read when the pause ends, from where the consumer was: each
+// message once, in order, over several pauses.
+TEST_F(IdlePauseTest, OtherProducersAreReadAfterThePauseEachMessageOnce) {
+  ASSERT_TRUE(producer_->ProduceSync(topic_, "k", "before"));
+  auto consumer = IdleConsumer(300, 100);
+  EXPECT_EQ(Read(*consumer, 1, 20s), std::vector<std::string>{"before"});
+  ASSERT_TRUE(PollUntilPaused(*consumer, 20s));
+
+  char errstr[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", env_->kafka.brokers.c_str(), errstr,
+                              sizeof(errstr)),
+            RD_KAFKA_CONF_OK);
+  rd_kafka_t* other = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+  ASSERT_NE(other, nullptr) << errstr;
+  const std::vector<std::string> sent = {"remote-1", "remote-2", "remote-3"};
+  for (const auto& value : sent) {
+    ASSERT_EQ(rd_kafka_producev(other, RD_KAFKA_V_TOPIC(topic_.c_str()), RD_KAFKA_V_PARTITION(0),
+                                RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  ASSERT_EQ(rd_kafka_flush(other, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(other);
+
+  EXPECT_EQ(Read(*consumer, sent.size(), 20s), sent);
+  // Several more pause-and-look rounds bring nothing again.
+  EXPECT_TRUE(Read(*consumer, 1, 1500ms).empty());
+  EXPECT_TRUE(PollUntilPaused(*consumer, 20s));
+}
+
+// A group member (the registrar, the instance worker) does not pause: its assignment is the
+// group's, not its own to drop and take back.
+TEST_F(IdlePauseTest, AGroupMemberNeverPauses) {
+  KafkaOptions options = env_->kafka;
+  options.idle_pause_ms = 100;
+  auto consumer = OrDie(Consumer::Create(options, env_->config.topics.prefix + "idle-group"));
+  ASSERT_TRUE(consumer->Subscribe(topic_, {}));
+  const auto end = Clock::now() + 3s;
+  while (Clock::now() < end) {
+    ASSERT_TRUE(consumer->ConsumeBatch(10, 50));
+    EXPECT_FALSE(consumer->IdlePaused());
+  }
+}
+
+}  // namespace
+}  // namespace dcm
