@@ -467,10 +467,7 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
   std::vector<rd_kafka_message_t*> raw(max);
   rd_kafka_message_t* first = rd_kafka_consume_queue(queue_, timeout_ms);
   if (!first) return std::vector<KafkaMessage>();
-  if (idle_pause_.count() > 0) {
-    if (idle_paused_) EndIdlePause();  // fetched before the pause
-    last_data_ = std::chrono::steady_clock::now();
-  }
+  if (idle_pause_.count() > 0) last_data_ = std::chrono::steady_clock::now();
   raw[0] = first;
   ssize_t n = 1;
   if (max > 1) {
@@ -508,6 +505,14 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
       }
     }
     rd_kafka_message_destroy(m);
+  }
+  if (idle_paused_) {
+    // Fetched before the pause and handed out while paused: assign again after these.
+    for (const KafkaMessage& msg : out) {
+      int64_t& next = assigned_[msg.topic][msg.partition];
+      next = std::max(next, msg.offset + 1);
+    }
+    EndIdlePause();
   }
   return out;
 }

@@ -33,10 +33,11 @@ struct KafkaOptions {
   int fetch_wait_max_ms = 100;
   // Consumer-group session timeout (registrar failover time).
   int session_timeout_ms = 10000;
-  // Consumers only, 0: off. A consumer that received nothing for this long pauses its partitions
-  // (no fetches) until a producer of this process delivers to one of its topics, or for this long
-  // at most, then fetches once and pauses again while still idle (consumers/local_deliveries.h).
-  // `dcm serve` sets it against librdkafka's mock only (kMockIdlePauseMs).
+  // Assign()ed consumers only (a group member never pauses), 0: off. A consumer that received
+  // nothing for idle_after_ms unassigns its partitions, keeping its positions, until a producer of
+  // this process delivers to one of its topics or this long passes; then it assigns them again
+  // there (consumers/local_deliveries.h). `dcm serve` sets it on librdkafka's mock only
+  // (Config::mock_idle_pause_ms): there every idle consumer costs ~200 empty fetches a second.
   int idle_pause_ms = 0;
   // How long without a message before that pause; 0: idle_pause_ms.
   int idle_after_ms = 0;
@@ -182,7 +183,7 @@ class Consumer {
   // Whether the group has assigned this member at least once, partitions or none (a member of a
   // one-partition group that is not its owner is assigned nothing, and no on_assign is called).
   bool AssignedOnce() const { return assigned_once_; }
-  // Whether its partitions are paused for being idle (KafkaOptions::idle_pause_ms).
+  // Whether it dropped its partitions for being idle (KafkaOptions::idle_pause_ms).
   bool IdlePaused() const { return idle_paused_; }
   // Leaves the group (revoking its partitions) before destruction.
   void Close();

@@ -3,13 +3,14 @@
 //
 // Why: librdkafka's mock cluster answers an empty fetch only after the whole fetch.wait.max.ms
 // and never early when data arrives, so `dcm serve` polls it every few milliseconds, and each
-// idle consumer costs the mock and its client ~200 empty fetches a second (~8 % of the CPU of a
-// registration benchmark; BENCHMARKS.md, issue #16, session 24). Against the mock, a consumer
-// that found nothing for a while pauses its partitions (Consumer, KafkaOptions::idle_pause_ms)
-// and sleeps here until a local producer delivers to one of its topics or the pause ends.
+// idle consumer costs the mock and its client ~200 empty fetches a second, ~76 µs of CPU each
+// (BENCHMARKS.md, issue #16, session 24). Against the mock, an assigned consumer that found
+// nothing for a while unassigns its partitions, keeping its positions (Consumer,
+// KafkaOptions::idle_pause_ms), and sleeps here until a local producer delivers to one of its
+// topics or the pause ends.
 //
 //   Producer delivery report ── Delivered(topic) ──▶ sleepers on `topic` woken
-//   Consumer idle ── Register(topics) ── pause ── Wait(id, deadline) ── Unregister(id) ── resume
+//   Consumer idle ── Register(topics) ── unassign ── Wait(id, deadline) ── Unregister ── assign
 //
 // Thread-safe. Delivered() costs one atomic load while nobody sleeps.
 #pragma once

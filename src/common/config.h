@@ -245,7 +245,7 @@ struct Config {
   // Against librdkafka's mock only (embedded or `dcm dev-kafka`): a consumer that received nothing
   // for this long pauses its fetches until this process produces to one of its topics, or this
   // long at most (KafkaOptions::idle_pause_ms, consumers/local_deliveries.h). Idle consumers
-  // otherwise poll the mock every few ms: 0.92x CPU per registration (BENCHMARKS.md, issue #16,
+  // otherwise poll the mock every few ms: 0.93x CPU per registration (BENCHMARKS.md, issue #16,
   // session 24). 0 = off.
   int mock_idle_pause_ms = 100;
   // Niceness added to the runners of background folds (ProjectionEntry::background: the audit
