@@ -55,6 +55,19 @@ void LogCallback(const rd_kafka_t*, int level, const char* fac, const char* buf)
   }
 }
 
+using PartitionOffsets = std::map<std::string, std::map<int32_t, int64_t>>;
+
+// A librdkafka partition list of topic -> partition -> offset (the caller destroys it).
+rd_kafka_topic_partition_list_t* NewPartitionList(const PartitionOffsets& offsets) {
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(0);
+  for (const auto& [topic, partitions] : offsets) {
+    for (const auto& [partition, offset] : partitions) {
+      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
+    }
+  }
+  return list;
+}
+
 void DeliveryReport(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
   if (!message->err) LocalDeliveries::Instance().Delivered(rd_kafka_topic_name(message->rkt));
   std::unique_ptr<Producer::OnDelivery> callback(
@@ -329,17 +342,8 @@ void Consumer::RestartIdle() {
   last_data_ = std::chrono::steady_clock::now();
 }
 
-bool Consumer::SetPaused(bool paused) {
-  size_t count = 0;
-  for (const auto& [topic, partitions] : assigned_) count += partitions.size();
-  if (count == 0) return false;  // nothing assigned, or a group member (Subscribe)
-  rd_kafka_topic_partition_list_t* list =
-      rd_kafka_topic_partition_list_new(static_cast<int>(count));
-  for (const auto& [topic, partitions] : assigned_) {
-    for (const auto& [partition, offset] : partitions) {
-      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
-    }
-  }
+void Consumer::SetPaused(bool paused) {
+  rd_kafka_topic_partition_list_t* list = NewPartitionList(assigned_);
   if (paused) {
     // Where the application is (the next offset after what ConsumeBatch returned), so that the
     // new assignment resumes there; unread partitions keep the offset they were assigned at.
@@ -355,20 +359,20 @@ bool Consumer::SetPaused(bool paused) {
     rd_kafka_assign(rk_, list);
   }
   rd_kafka_topic_partition_list_destroy(list);
-  return true;
 }
 
 int Consumer::IdleTimeout(int timeout_ms) {
   using std::chrono::milliseconds;
   auto now = std::chrono::steady_clock::now();
   if (!idle_paused_) {
-    if (now - last_data_ < idle_after_ || now < active_until_ || !Fetched()) return timeout_ms;
-    // Registered before pausing: a delivery from here on ends the pause.
-    sleeper_ = LocalDeliveries::Instance().Register(topics_);
-    if (!SetPaused(true)) {  // nothing assigned, or a group member
-      LocalDeliveries::Instance().Unregister(sleeper_);
-      return timeout_ms;
+    if (assigned_.empty() || now - last_data_ < idle_after_ || now < active_until_ || !Fetched()) {
+      return timeout_ms;  // not idle yet; a group member (no assigned_) never pauses
     }
+    // Registered before pausing: a delivery from here on ends the pause.
+    std::vector<std::string> topics;
+    for (const auto& [topic, partitions] : assigned_) topics.push_back(topic);
+    sleeper_ = LocalDeliveries::Instance().Register(std::move(topics));
+    SetPaused(true);
     idle_paused_ = true;
     pause_ends_ = now + idle_pause_;
   }
@@ -401,31 +405,19 @@ void Consumer::EndIdlePause() {
 }
 
 Status Consumer::Assign(const std::string& topic, const std::map<int32_t, int64_t>& offsets) {
-  topics_ = {topic};
   RestartIdle();
   assigned_ = {{topic, offsets}};
-  rd_kafka_topic_partition_list_t* list =
-      rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()));
-  for (const auto& [partition, offset] : offsets) {
-    rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
-  }
+  rd_kafka_topic_partition_list_t* list = NewPartitionList(assigned_);
   const auto err = rd_kafka_assign(rk_, list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err) return tl::unexpected(FromKafka(err, "assign " + topic));
   return OkStatus();
 }
 
-Status Consumer::AssignTopics(const std::map<std::string, std::map<int32_t, int64_t>>& offsets) {
-  topics_.clear();
-  for (const auto& [topic, partitions] : offsets) topics_.push_back(topic);
+Status Consumer::AssignTopics(const PartitionOffsets& offsets) {
   RestartIdle();
   assigned_ = offsets;
-  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(0);
-  for (const auto& [topic, partitions] : offsets) {
-    for (const auto& [partition, offset] : partitions) {
-      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
-    }
-  }
+  rd_kafka_topic_partition_list_t* list = NewPartitionList(assigned_);
   const auto err = rd_kafka_assign(rk_, list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err) return tl::unexpected(FromKafka(err, "assign"));
@@ -434,7 +426,6 @@ Status Consumer::AssignTopics(const std::map<std::string, std::map<int32_t, int6
 
 Status Consumer::Subscribe(const std::string& topic, Rebalance rebalance) {
   rebalance_ = std::move(rebalance);
-  topics_ = {topic};
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic.c_str(), RD_KAFKA_PARTITION_UA);
   const auto err = rd_kafka_subscribe(rk_, list);

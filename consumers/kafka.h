@@ -200,8 +200,8 @@ class Consumer {
   // A new assignment is not paused: it starts a fresh idle period.
   void RestartIdle();
   // Pauses (unassigns, keeping the positions) or resumes (assigns them again) every partition
-  // Assign/AssignTopics gave; false when there is none (a group member never pauses).
-  bool SetPaused(bool paused);
+  // Assign/AssignTopics gave (assigned_).
+  void SetPaused(bool paused);
   // Whether every assigned partition had a fetch answered (its high watermark is known).
   bool Fetched() const;
   // The shortest look at the broker after a pause that no delivery ended.
@@ -212,7 +212,6 @@ class Consumer {
   Rebalance rebalance_;
   bool closed_ = false;
   bool assigned_once_ = false;
-  std::vector<std::string> topics_;  // what Assign/AssignTopics/Subscribe named
   // Assign/AssignTopics' partitions, with their offsets as of the last idle pause.
   std::map<std::string, std::map<int32_t, int64_t>> assigned_;
   // Idle pause (KafkaOptions::idle_pause_ms; zero: off).
