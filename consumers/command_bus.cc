@@ -21,6 +21,13 @@ Error Unacknowledged(const Error& error) {
 // whichever order they come. The outcome is answered once the report came too, so the request's
 // position is acknowledged before the answer (the report nearly always comes first: the outcome
 // is decided from the request the broker appended).
+// Wall-clock milliseconds: a record's CreateTime, as librdkafka would stamp it.
+int64_t WallNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 struct PendingWrite {
   std::mutex mu;
   bool delivered = false;
@@ -66,6 +73,19 @@ void KafkaCommandBus::Reap() {
   waiters_->Expire(now);
 }
 
+void KafkaCommandBus::HandOff(const KafkaPosition& at, int64_t created, std::string key,
+                              std::string value) const {
+  if (!local_) return;
+  local_(
+      KafkaMessage{.topic = requests_topic_,
+                   .partition = at.partition,
+                   .offset = at.offset,
+                   .timestamp_ms = at.log_append_time && local_on_mock_ ? created : at.timestamp_ms,
+                   .key = std::move(key),
+                   .value = std::move(value),
+                   .headers = {{kContentTypeHeader, kCloudEventsJson}}});
+}
+
 void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
   std::string value = EncodeCloudEvent(request);
   if (value.size() + request.subject.size() > kMaxRequestEventBytes) {
@@ -91,16 +111,20 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
     return SubmitTracked(request, std::move(value), partition, deadline, std::move(answer));
   }
   waiters_->Expect(request.id, deadline, std::move(answer));
+  std::string copy = local_ ? value : std::string();
+  const int64_t created = WallNowMs();
   producer_->Produce(
       requests_topic_, request.subject, std::move(value), {},
-      [waiters = waiters_, watch = &watch_, id = request.id](Result<KafkaPosition> result) {
+      [this, waiters = waiters_, watch = &watch_, id = request.id, key = request.subject,
+       copy = std::move(copy), created](Result<KafkaPosition> result) mutable {
         if (result) {
           watch->Acked(id);
+          HandOff(*result, created, std::move(key), std::move(copy));
         } else {
           waiters->Fail(id, Unacknowledged(result.error()));
         }
       },
-      partition);
+      partition, created);
 }
 
 void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value, int32_t partition,
@@ -121,13 +145,16 @@ void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value
                                }
                                flight->done(std::move(outcome));
                              });
+  std::string copy = local_ ? value : std::string();
+  const int64_t created = WallNowMs();
   producer_->Produce(
       requests_topic_, request.subject, std::move(value), {},
-      [flight, barrier = barrier_, topic = &requests_topic_, waiters = waiters_, watch = &watch_,
-       id = request.id](Result<KafkaPosition> result) {
+      [this, flight, waiters = waiters_, watch = &watch_, id = request.id, key = request.subject,
+       copy = std::move(copy), created](Result<KafkaPosition> result) mutable {
         if (result) {
           watch->Acked(id);
-          barrier->Acknowledge(*topic, result->partition, result->offset + 1);
+          barrier_->Acknowledge(requests_topic_, result->partition, result->offset + 1);
+          HandOff(*result, created, std::move(key), std::move(copy));
         }
         std::optional<CloudEvent> outcome;
         {
@@ -138,7 +165,7 @@ void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value
         if (outcome) return flight->done(std::move(*outcome));
         if (!result) waiters->Fail(id, Unacknowledged(result.error()));
       },
-      partition);
+      partition, created);
 }
 
 void KafkaCommandBus::Record(const CloudEvent& outcome) {

@@ -76,7 +76,10 @@ void DeliveryReport(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
   if (message->err) {
     (*callback)(tl::unexpected(FromKafka(message->err, "delivery")));
   } else {
-    (*callback)(KafkaPosition{message->partition, message->offset});
+    rd_kafka_timestamp_type_t type;
+    const int64_t timestamp = rd_kafka_message_timestamp(message, &type);
+    (*callback)(KafkaPosition{message->partition, message->offset, timestamp,
+                              type == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME});
   }
 }
 
@@ -183,7 +186,7 @@ Producer::~Producer() {
 
 void Producer::Produce(const std::string& topic, const std::string& key, const std::string& value,
                        const std::vector<std::pair<std::string, std::string>>& headers,
-                       OnDelivery on_delivery, int32_t partition) {
+                       OnDelivery on_delivery, int32_t partition, int64_t timestamp_ms) {
   size_t bytes = key.size() + value.size();
   for (const auto& [name, val] : headers) bytes += name.size() + val.size();
   if (bytes > kMaxEventBytes) {
@@ -202,7 +205,7 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
   rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (int attempt = 0; attempt < 200; ++attempt) {
     rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size() + 1);
-    rd_kafka_header_add(hdrs, "content-type", -1, "application/cloudevents+json", -1);
+    rd_kafka_header_add(hdrs, kContentTypeHeader, -1, kCloudEventsJson, -1);
     for (const auto& [name, val] : headers) {
       rd_kafka_header_add(hdrs, name.data(), static_cast<ssize_t>(name.size()), val.data(),
                           static_cast<ssize_t>(val.size()));
@@ -211,7 +214,8 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
                             RD_KAFKA_V_KEY(key.data(), key.size()),
                             RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
-                            RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+                            RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(opaque),
+                            RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;  // ownership of hdrs and opaque passed on
     rd_kafka_headers_destroy(hdrs);
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
@@ -455,10 +459,11 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
   // the whole timeout to every command's latency. So: block for the first message only, then
   // take whatever else is already fetched without waiting.
   if (idle_pause_.count() > 0) timeout_ms = IdleTimeout(timeout_ms);
-  std::vector<rd_kafka_message_t*> raw(max);
   rd_kafka_message_t* first = rd_kafka_consume_queue(queue_, timeout_ms);
   if (!first) return std::vector<KafkaMessage>();
   if (idle_pause_.count() > 0) last_data_ = std::chrono::steady_clock::now();
+  if (raw_.size() < std::max<size_t>(max, 1)) raw_.resize(std::max<size_t>(max, 1));
+  std::vector<rd_kafka_message_t*>& raw = raw_;
   raw[0] = first;
   ssize_t n = 1;
   if (max > 1) {
@@ -507,6 +512,8 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
   }
   return out;
 }
+
+void Consumer::Wake() { rd_kafka_queue_yield(queue_); }
 
 int64_t Consumer::HighWatermark(const std::string& topic, int32_t partition) const {
   int64_t low = -1, high = -1;

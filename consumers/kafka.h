@@ -21,6 +21,7 @@
 
 struct rd_kafka_s;
 struct rd_kafka_queue_s;
+struct rd_kafka_message_s;
 
 namespace dcm {
 
@@ -48,7 +49,16 @@ struct KafkaOptions {
 struct KafkaPosition {
   int32_t partition = -1;
   int64_t offset = -1;
+  // The record's timestamp from the acknowledgement (-1: unknown): the CreateTime it was sent
+  // with, or the broker's LogAppendTime when the topic keeps that instead (log_append_time).
+  // librdkafka's mock reports a LogAppendTime of 1234 for every record, yet keeps the CreateTime.
+  int64_t timestamp_ms = -1;
+  bool log_append_time = false;
 };
+
+// The content-type header Producer::Produce adds to every record.
+inline constexpr char kContentTypeHeader[] = "content-type";
+inline constexpr char kCloudEventsJson[] = "application/cloudevents+json";
 
 struct KafkaMessage {
   std::string topic;
@@ -104,7 +114,8 @@ class Producer {
   // `on_delivery` gets kPayloadTooLarge at once.
   void Produce(const std::string& topic, const std::string& key, const std::string& value,
                const std::vector<std::pair<std::string, std::string>>& headers,
-               OnDelivery on_delivery, int32_t partition = kAnyPartition);
+               OnDelivery on_delivery, int32_t partition = kAnyPartition,
+               int64_t timestamp_ms = 0);  // CreateTime; 0: now
   // Produces; the future resolves once the broker acknowledged the message (or it failed), so a
   // caller can commit its own progress only after what it produced is safe.
   std::future<Status> ProduceAcked(
@@ -185,6 +196,9 @@ class Consumer {
   bool AssignedOnce() const { return assigned_once_; }
   // Whether it dropped its partitions for being idle (KafkaOptions::idle_pause_ms).
   bool IdlePaused() const { return idle_paused_; }
+  // Ends a ConsumeBatch waiting for its first message now (it returns nothing), or the next one
+  // at once. Any thread.
+  void Wake();
   // Leaves the group (revoking its partitions) before destruction.
   void Close();
   KafkaHandle* handle() const { return rk_; }
@@ -222,7 +236,8 @@ class Consumer {
   std::chrono::steady_clock::time_point pause_ends_;
   std::chrono::steady_clock::time_point active_until_;  // no pause before (after a resume)
   bool idle_paused_ = false;
-  uint64_t sleeper_ = 0;  // LocalDeliveries id while paused
+  uint64_t sleeper_ = 0;                  // LocalDeliveries id while paused
+  std::vector<rd_kafka_message_s*> raw_;  // ConsumeBatch's buffer, kept between calls
 };
 
 // The partition of `key` among `partitions`: Java-client-compatible murmur2 (Kafka's default

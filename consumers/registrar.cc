@@ -45,6 +45,10 @@ Status Registrar::Start() {
                             Logger("registrar")->info("msg=\"registrar partition revoked\"");
                           }}));
   running_ = true;
+  {
+    std::lock_guard lock(local_mu_);
+    local_open_ = true;
+  }
   thread_ = NamedThread("registrar", [this] { Run(); });
   return OkStatus();
 }
@@ -53,6 +57,11 @@ void Registrar::Stop() {
   retry_wait_.Interrupt([this] { running_ = false; });
   if (options_.applied) options_.applied->Wake();  // a deletion waiting on the projections
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(local_mu_);
+    local_open_ = false;
+    local_.clear();
+  }
   if (consumer_) consumer_->Close();  // leave the group now: a survivor takes over at once
   consumer_.reset();
 }
@@ -80,11 +89,51 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
   return offsets;
 }
 
+void Registrar::OfferLocal(KafkaMessage message) {
+  if (!owner_.load() || message.partition != 0 || message.timestamp_ms < 0) return;
+  std::lock_guard lock(local_mu_);
+  if (!local_open_ || local_.size() >= kMaxLocal) return;
+  local_.emplace(message.offset, std::move(message));
+  consumer_->Wake();
+}
+
+std::vector<KafkaMessage> Registrar::TakeLocal() {
+  std::vector<KafkaMessage> out;
+  std::lock_guard lock(local_mu_);
+  local_.erase(local_.begin(), local_.lower_bound(next_offset_));
+  for (auto it = local_.begin();
+       it != local_.end() && it->first == next_offset_ + static_cast<int64_t>(out.size()) &&
+       out.size() < options_.batch_size;
+       it = local_.erase(it)) {
+    out.push_back(std::move(it->second));
+  }
+  if (!out.empty()) {
+    metrics_
+        ->GetCounter("dcm_registrar_handed_off_total",
+                     "Requests decided from this process's acknowledgements, not fetched")
+        .Inc(out.size());
+  }
+  return out;
+}
+
+Result<std::vector<KafkaMessage>> Registrar::NextBatch() {
+  std::vector<KafkaMessage> local;
+  if (owner_.load() && !catch_up_pending_) local = TakeLocal();
+  // Polled even with offered requests at hand, without waiting then: the poll serves the
+  // group's callbacks and drains the fetched copies.
+  auto fetched = consumer_->ConsumeBatch(options_.batch_size, local.empty() ? kPollMs : 0);
+  if (local.empty() || !fetched) return fetched;
+  for (auto& m : *fetched) {
+    if (m.offset > local.back().offset) local.push_back(std::move(m));
+  }
+  return local;
+}
+
 void Registrar::Run() {
   auto logger = Logger("registrar");
   int failures = 0;
   while (running_.load()) {
-    auto messages = consumer_->ConsumeBatch(options_.batch_size, kPollMs);
+    auto messages = NextBatch();
     if (!messages) {
       logger->warn("msg=\"consume failed\" error=\"{}\"", messages.error().message);
       continue;

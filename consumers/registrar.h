@@ -11,6 +11,9 @@
 //      └────revoke────────┘  + offset in one RocksDB batch (+ the outcomes, folded into this
 //                                instance's registry projection: RegistrarOptions::registry)
 //
+// The requests this process produced also come straight from their acknowledgements (OfferLocal),
+// so they are decided without waiting for the fetch; the fetched copies are skipped by offset.
+//
 // A new owner's decider state may be behind (another instance decided since). Before deciding,
 // it reads the outcomes on dcm.providers from the offsets it stored (0 for a fresh store) to the
 // high watermarks, and folds them in decision order (`seq`, the request's offset: a topic made
@@ -102,9 +105,19 @@ class Registrar {
   // What retention dropped that it needed (see above); with an outcome-log gap it stands by and
   // is never Healthy() again.
   const RetentionGaps& Gaps() const { return gaps_; }
+  // A request this process produced, acknowledged at its position, as the log holds it
+  // (KafkaCommandBus::HandOffAcknowledged; any thread). While this instance owns the request
+  // partition and has caught up, Run decides it as soon as every request before it is decided,
+  // without waiting to fetch it; the copy it fetches later is skipped by offset like any
+  // re-delivery. Otherwise it is dropped: the fetch brings it, as it brings every other request.
+  void OfferLocal(KafkaMessage message);
 
  private:
   void Run();
+  // The next requests to decide: the offered ones that continue the log at next_offset_,
+  // followed by what the consumer has fetched beyond them (no wait); else a poll.
+  Result<std::vector<KafkaMessage>> NextBatch();
+  std::vector<KafkaMessage> TakeLocal();
   // Folds the outcomes other owners produced since this instance's stored outcome offset, then
   // seeks the request log to the first request they do not answer. False: the outcome log lost
   // records it needs (a gap, reported in gaps_).
@@ -161,6 +174,11 @@ class Registrar {
   // each assignment; runner thread only.
   std::map<std::pair<std::string, std::string>, std::map<int32_t, int64_t>> catch_up_targets_;
   bool caught_up_ = false;
+  // Offered requests by offset (OfferLocal); at most kMaxLocal, the rest is fetched.
+  static constexpr size_t kMaxLocal = 4096;
+  std::mutex local_mu_;
+  std::map<int64_t, KafkaMessage> local_;
+  bool local_open_ = false;  // between Start and Stop: consumer_ may be woken
 };
 
 }  // namespace dcm

@@ -22,6 +22,13 @@
 # rows) and runs the same pgbench load (dcm_like.sql, 64 clients) for DURATION after each new run:
 # the peer then sees the machine of the runs next to it, and each round gives a new/peer ratio.
 # This host's speed drifted by up to 40 % within minutes (BENCHMARKS.md, issue #16, session 22).
+#
+# HEALTH_INTERVAL=10m passes --health-check-interval to both builds' registration runs (not the
+# idle runs). With the default 10 s, every provider registered in the first ~3 s of the warm-up
+# is probed again inside the measured window (and those of the window's first seconds near its
+# end): ~0.4 periodic probes per registration, which cost ~15 % of the CPU (BENCHMARKS.md,
+# session 25). Their number depends on where the window sits, not on the registration path, so
+# a longer interval holds them out; each registration's own immediate probe stays in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -32,6 +39,8 @@ PORT=${PORT:-18190}
 OLD_DCM=${OLD_DCM:-/work/baseline/build-bench/src/dcm}
 NEW_DCM=${NEW_DCM:-build-bench/src/dcm}
 PEER_SCRIPT=${PEER_SCRIPT:-/work/shared/bench/peer-postgres/run.sh}
+SERVE_ARGS=()
+[ -n "${HEALTH_INTERVAL:-}" ] && SERVE_ARGS+=(--health-check-interval "$HEALTH_INTERVAL")
 URL="http://127.0.0.1:$PORT"
 TICKS=$(getconf CLK_TCK)
 OUT=$(mktemp -d /tmp/bench-write-path-XXXXXX)
@@ -97,8 +106,8 @@ sum_watermarks() {
 # One registration run of build $1 (label $2): prints one result line, appends it to $OUT/$2.
 register_run() {
   local dcm=$1 label=$2 run=$3
-  "$dcm" serve --dev --listen "127.0.0.1:$PORT" --http-threads 1 >"$OUT/serve.out" \
-    2>"$OUT/serve.err" &
+  "$dcm" serve --dev --listen "127.0.0.1:$PORT" --http-threads 1 "${SERVE_ARGS[@]}" \
+    >"$OUT/serve.out" 2>"$OUT/serve.err" &
   local pid=$!
   wait_ready
   local boot
@@ -171,6 +180,7 @@ EOF
 echo "== registrations: wrk -c64 $DURATION, alternating old/new, $RUNS runs each =="
 echo "old: $OLD_DCM"
 echo "new: $NEW_DCM"
+echo "health check interval: ${HEALTH_INTERVAL:-the default (10s)}"
 [ "${PEER_EACH_RUN:-0}" = 1 ] && peer_start
 for run in $(seq 1 "$RUNS"); do
   register_run "$OLD_DCM" old "$run"

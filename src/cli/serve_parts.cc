@@ -420,6 +420,11 @@ Status AddCommandBuses(ServeParts& parts) {
       config.topics.Instances(), limits(parts.settings.operation_timeout, false),
       &SystemClock::Instance(), &parts.metrics, request_partitions);
   parts.commands->TrackAcknowledged(parts.read_barrier.get());
+  if (parts.registrar) {
+    parts.commands->HandOffAcknowledged(
+        [r = parts.registrar.get()](KafkaMessage request) { r->OfferLocal(std::move(request)); },
+        parts.on_mock);
+  }
   parts.instance_commands->TrackAcknowledged(parts.read_barrier.get());
   return OkStatus();
 }

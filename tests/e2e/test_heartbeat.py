@@ -155,6 +155,13 @@ class HeartbeatTest(unittest.TestCase):
         wait_until(lambda: any(e["type"] == "dcm.provider.health_probed"
                                for e in self.history_types(twin)), timeout=10,
                    what="the probed twin's probes in its history")
+        # History reads the audit index, which may fold the last beat's records a moment after
+        # the health projection showed Ready: wait for them, then count exactly.
+        def history_complete():
+            kinds = [e["type"] for e in self.history_types(pid)]
+            return (kinds.count("dcm.provider.heartbeat_recorded") >= 3
+                    and kinds.count("dcm.provider.health_changed") >= 3)
+        wait_until(history_complete, timeout=5, what="the beat after the expiry in the history")
         events = self.history_types(pid)
         types = [e["type"] for e in events]
         self.assertNotIn("dcm.provider.health_probed", types)

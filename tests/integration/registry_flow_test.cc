@@ -176,6 +176,76 @@ TEST_F(RegistryFlowTest, AWriteIsAnsweredOnlyOnceItsRequestAndOutcomePositionsAr
   EXPECT_LT(acked[1], acked[2]);
 }
 
+// A request this process produced is handed to its registrar at its acknowledged position
+// (KafkaCommandBus::HandOffAcknowledged), decided from there without waiting for the fetch, and
+// the copy fetched later is skipped by offset. Which path decides a request is a race, so this
+// sends until one was handed off, and checks every request as a fetched one would be: decided
+// once, in log order, its outcome's seq its offset and its create_time its timestamp on the log.
+TEST_F(RegistryFlowTest, HandedOffRequestsAreDecidedOnceAndAsIfFetched) {
+  Instance& in = *instance_;
+  const Topics& topics = env_->config.topics;
+  KafkaCommandBus bus(in.producer.get(), &in.waiters, topics.ProviderRequests(), topics.Providers(),
+                      WriteLimits{.decision_timeout = 30s, .write_timeout = 30s},
+                      &SystemClock::Instance(), &in.metrics);
+  bus.HandOffAcknowledged([&in](KafkaMessage m) { in.registrar->OfferLocal(std::move(m)); },
+                          env_->mock != nullptr);
+  const Counter& handed = in.metrics.GetCounter("dcm_registrar_handed_off_total", "");
+  const Counter& decided = in.metrics.GetCounter("dcm_registrar_decisions_total", "");
+  const uint64_t handed_before = handed.Value();
+  const uint64_t decided_before = decided.Value();
+  auto reader = OrDie(Consumer::Create(env_->kafka, ""));
+  const int64_t outcomes_before =
+      OrDie(reader->QueryWatermarks(topics.Providers(), 0, 5000)).second;
+  std::vector<ProviderOutcome> outcomes;
+  while (outcomes.size() < 200 && (outcomes.size() < 20 || handed.Value() == handed_before)) {
+    ProviderRequest r;
+    r.kind = RequestKind::kRegister;
+    r.spec.name = Unique("handed");
+    r.spec.endpoint = "http://sp.example:9000/api/vm";
+    r.spec.service_type = "vm";
+    std::promise<Result<CloudEvent>> answered;
+    bus.Submit(EncodeProviderRequest(r, "test", SystemClock::Instance().NowMillis()),
+               [&](Result<CloudEvent> outcome) { answered.set_value(std::move(outcome)); });
+    auto outcome = answered.get_future().get();
+    ASSERT_TRUE(outcome) << outcome.error().message;
+    outcomes.push_back(OrDie(DecodeProviderOutcome(*outcome)));
+    ASSERT_EQ(outcomes.back().kind, OutcomeKind::kRegistered);
+  }
+  EXPECT_GT(handed.Value(), handed_before);
+  EXPECT_EQ(decided.Value() - decided_before, outcomes.size());
+  EXPECT_EQ(OrDie(reader->QueryWatermarks(topics.Providers(), 0, 5000)).second - outcomes_before,
+            static_cast<int64_t>(outcomes.size()));  // no outcome twice
+  // Each outcome as the fetched request would give it: seq = its offset, create_time = its time.
+  ASSERT_TRUE(reader->Assign(topics.ProviderRequests(), {{0, outcomes.front().seq}}));
+  std::map<int64_t, int64_t> request_times;
+  while (request_times.size() < outcomes.size()) {
+    auto batch = OrDie(reader->ConsumeBatch(1000, 5000));
+    ASSERT_FALSE(batch.empty());
+    for (const auto& m : batch) request_times[m.offset] = m.timestamp_ms;
+  }
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT(outcomes[i - 1].seq, outcomes[i].seq);
+    }
+    ASSERT_TRUE(request_times.count(outcomes[i].seq));
+    EXPECT_EQ(outcomes[i].provider.create_time,
+              FormatRfc3339Millis(request_times[outcomes[i].seq]));
+  }
+}
+
+// An offer to a registrar that owns nothing (here: not started) is dropped: the fetch brings
+// every request an owner decides.
+TEST(RegistrarHandOffTest, AnOfferToARegistrarThatOwnsNothingIsDropped) {
+  Metrics metrics;
+  Registrar registrar(RegistrarOptions{}, nullptr, nullptr, nullptr, &metrics,
+                      &SystemClock::Instance());
+  KafkaMessage request;
+  request.timestamp_ms = 1;
+  registrar.OfferLocal(std::move(request));
+  EXPECT_FALSE(registrar.IsOwner());
+  EXPECT_EQ(metrics.GetCounter("dcm_registrar_handed_off_total", "").Value(), 0u);
+}
+
 TEST_F(RegistryFlowTest, ConflictMatrixOverKafka) {
   Instance& in = *instance_;
   const std::string a = Unique("alpha"), b = Unique("beta");
