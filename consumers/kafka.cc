@@ -554,6 +554,12 @@ KafkaOptions ProviderCommandOptions(KafkaOptions options) {
   return options;
 }
 
+KafkaOptions ProviderOutcomeOptions(KafkaOptions options) {
+  options = ProviderCommandOptions(std::move(options));
+  options.extra.emplace("linger.ms", "0");
+  return options;
+}
+
 KafkaOptions RegistrarConsumerOptions(KafkaOptions options, bool on_mock, int mock_wait_ms) {
   if (on_mock && mock_wait_ms > 0) options.fetch_wait_max_ms = mock_wait_ms;
   return options;

@@ -244,13 +244,18 @@ class Consumer {
 // partitioner), so other clients and tools agree on where a provider's events live.
 int32_t KeyPartition(std::string_view key, int32_t partitions);
 
-// The provider command path's producer (HTTP requests to the one-partition request topic, the
-// registrar's outcomes): one request in flight per connection. What arrives while a request is out
-// goes in the next one, so batches grow with the load, and librdkafka 2.0.2's idempotent producer
-// does not spin its broker thread while several requests are out (a third of `dcm serve`'s CPU
-// under registration load; BENCHMARKS.md, issue #16). Not for the instance sagas: each fact waits
-// for its ack, and queueing behind the request in flight raised rehydration p99 by half.
+// The provider command path's producers (HTTP requests to the one-partition request topic; the
+// registrar's outcomes: ProviderOutcomeOptions): one request in flight per connection. What arrives
+// while a request is out goes in the next one, so batches grow with the load, and
+// librdkafka 2.0.2's idempotent producer does not spin its broker thread while several requests are
+// out (a third of `dcm serve`'s CPU under registration load; BENCHMARKS.md, issue #16). Not for the
+// instance sagas: each fact waits for its ack, and queueing behind the request in flight raised
+// rehydration p99 by half.
 KafkaOptions ProviderCommandOptions(KafkaOptions options);
+// The registrar's outcomes: as ProviderCommandOptions, but sent without lingering. A batch's
+// outcomes are produced together once it is decided, and its commit waits for their acks, so a
+// linger would only add to every registration's wait (BENCHMARKS.md, issue #16, session 25).
+KafkaOptions ProviderOutcomeOptions(KafkaOptions options);
 
 // The consumer long-poll to use against librdkafka's mock cluster: the mock holds an empty fetch
 // for the whole fetch.wait.max.ms even when data arrives meanwhile, so each consumer hop costs up

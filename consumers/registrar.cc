@@ -378,6 +378,10 @@ Result<bool> Registrar::ProjectionsCaughtUp() {
 
 Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>>& dead_letters,
                               std::vector<Produced>& produced, int64_t next) {
+  // Produced together once decided: the producer does not linger (ProviderOutcomeOptions).
+  for (Produced& p : produced) {
+    p.acked = producer_->ProducePositioned(options_.outcomes_topic, p.key, p.value);
+  }
   for (auto& acked : dead_letters) RETURN_IF_ERROR(acked.get());
   std::vector<KafkaPosition> positions;
   positions.reserve(produced.size());
@@ -476,8 +480,7 @@ Result<bool> Registrar::ProcessBatch(const std::vector<KafkaMessage>& messages) 
     ASSIGN_OR_RETURN(bool known, registry_->HasOutcome(outcome.request_id));
     if (known) continue;  // re-decided after a takeover; the outcome is already on the topic
     const CloudEvent out = EncodeProviderOutcome(outcome, options_.source, clock_->NowMillis());
-    Produced& p = produced.emplace_back(Produced{out.subject, EncodeCloudEvent(out), {}});
-    p.acked = producer_->ProducePositioned(options_.outcomes_topic, p.key, p.value);
+    produced.push_back(Produced{out.subject, EncodeCloudEvent(out), {}});
   }
   RETURN_IF_ERROR(CommitBatch(batch, pending, produced, next));
   return deferred;

@@ -141,8 +141,9 @@ class Registrar {
     std::string value;
     std::future<Result<KafkaPosition>> acked;
   };
-  // Waits for the batch's acks, then commits the decider's state and offset `next` (and the
-  // outcomes, into the registry projection) in one write.
+  // Produces the batch's outcomes, waits for their acks (and the dead letters'), then commits
+  // the decider's state and offset `next` (and the outcomes, into the registry projection) in
+  // one write.
   Status CommitBatch(StoreBatch& batch, std::vector<std::future<Status>>& dead_letters,
                      std::vector<Produced>& produced, int64_t next);
   std::map<int32_t, int64_t> OnAssign(const std::vector<int32_t>& partitions);

@@ -112,13 +112,15 @@ void FlushAtStop(ServeParts& parts, const char* name, Producer* producer) {
                         }});
 }
 
-// The shared producer, and one for provider commands (HTTP requests, the registrar's outcomes)
-// with one request in flight (consumers/kafka.h ProviderCommandOptions).
+// The shared producer, one for provider commands (HTTP requests) and one for the registrar's
+// outcomes (consumers/kafka.h ProviderCommandOptions, ProviderOutcomeOptions).
 Status AddProducers(ServeParts& parts) {
   ASSIGN_OR_RETURN(parts.producer, Producer::Create(parts.kafka));
   FlushAtStop(parts, "producer", parts.producer.get());
   ASSIGN_OR_RETURN(parts.command_producer, Producer::Create(ProviderCommandOptions(parts.kafka)));
   FlushAtStop(parts, "command-producer", parts.command_producer.get());
+  ASSIGN_OR_RETURN(parts.outcome_producer, Producer::Create(ProviderOutcomeOptions(parts.kafka)));
+  FlushAtStop(parts, "outcome-producer", parts.outcome_producer.get());
   // `dcm dev-kafka` is the mock too, in another process: the same short long-poll as --dev.
   parts.on_mock = parts.mock != nullptr;
   if (!parts.mock && parts.settings.mock_fetch_wait_ms > 0 &&
@@ -267,7 +269,7 @@ void AddRegistrar(ServeParts& parts) {
   // Answers without the registry runner's fetch hop (RegistrarOptions::registry).
   options.registry = parts.projections.Find<RegistryProjection>(RegistryProjection::kName);
   parts.registrar = std::make_unique<Registrar>(options, parts.store.get(), &parts.views->registry,
-                                                parts.command_producer.get(), &parts.metrics,
+                                                parts.outcome_producer.get(), &parts.metrics,
                                                 &SystemClock::Instance());
   parts.components.Add(
       {.name = "registrar",
@@ -382,7 +384,8 @@ void AddReadBarrier(ServeParts& parts) {
 // Whether Kafka answers (SPEC §7): its producers' oldest unacknowledged produce, and a metadata
 // probe every 2 s. The /readyz check `kafka`; a stalled Kafka fails waiting writes at once.
 void AddKafkaMonitor(ServeParts& parts) {
-  std::vector<const Producer*> watched = {parts.command_producer.get(), parts.producer.get()};
+  std::vector<const Producer*> watched = {parts.command_producer.get(),
+                                          parts.outcome_producer.get(), parts.producer.get()};
   if (parts.health_producer) watched.push_back(parts.health_producer.get());
   KafkaMonitorOptions options;
   options.stall_after = std::max(std::chrono::milliseconds(1000), parts.config.write_timeout / 2);

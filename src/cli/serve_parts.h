@@ -111,8 +111,8 @@ struct ServeParts {
   KafkaOptions kafka;
   std::unique_ptr<Store> store;
   std::unique_ptr<Producer> producer;
-  std::unique_ptr<Producer>
-      command_producer;  // provider commands and outcomes (ProviderCommandOptions)
+  std::unique_ptr<Producer> command_producer;  // provider commands (ProviderCommandOptions)
+  std::unique_ptr<Producer> outcome_producer;  // the registrar's outcomes (ProviderOutcomeOptions)
   Metrics metrics;
   OutcomeWaiters provider_waiters;
   OutcomeWaiters instance_waiters;
