@@ -17,10 +17,6 @@ Error Unacknowledged(const Error& error) {
       ErrorCode::kUnavailable, "Kafka did not acknowledge the request: " + error.message, {}};
 }
 
-// One write in flight with a read barrier: its request's delivery report and its outcome, in
-// whichever order they come. The outcome is answered once the report came too, so the request's
-// position is acknowledged before the answer (the report nearly always comes first: the outcome
-// is decided from the request the broker appended).
 // Wall-clock milliseconds: a record's CreateTime, as librdkafka would stamp it.
 int64_t WallNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -28,6 +24,10 @@ int64_t WallNowMs() {
       .count();
 }
 
+// One write in flight with a read barrier: its request's delivery report and its outcome, in
+// whichever order they come. The outcome is answered once the report came too, so the request's
+// position is acknowledged before the answer (the report nearly always comes first: the outcome
+// is decided from the request the broker appended).
 struct PendingWrite {
   std::mutex mu;
   bool delivered = false;

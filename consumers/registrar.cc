@@ -110,7 +110,7 @@ std::vector<KafkaMessage> Registrar::TakeLocal() {
   if (!out.empty()) {
     metrics_
         ->GetCounter("dcm_registrar_handed_off_total",
-                     "Requests decided from this process's acknowledgements, not fetched")
+                     "Requests taken from this process's acknowledgements instead of the fetch")
         .Inc(out.size());
   }
   return out;
