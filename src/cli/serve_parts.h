@@ -111,7 +111,7 @@ struct ServeParts {
   KafkaOptions kafka;
   std::unique_ptr<Store> store;
   std::unique_ptr<Producer> producer;
-  std::unique_ptr<Producer> command_producer;  // provider commands (ProviderCommandOptions)
+  std::unique_ptr<Producer> command_producer;  // provider and federation commands (SPEC §10)
   std::unique_ptr<Producer> outcome_producer;  // the registrar's outcomes (ProviderOutcomeOptions)
   Metrics metrics;
   OutcomeWaiters provider_waiters;
