@@ -100,8 +100,12 @@ class FederationContractsTest(unittest.TestCase):
         instance = contract["remote_instance_id"]
         wait_until(lambda: self.sp_instances() == {instance}, timeout=15,
                    what="B's SP runs the contract's instance")
-        r = self.b.client.get(f"{API}/resources/{instance}")
-        self.assertEqual(r.status, 200, r)
+        # B's resource view folds the saga's facts a moment after the SP answered its create
+        # (CI once read it in between: 404), so wait for it there too.
+        def resource():
+            r = self.b.client.get(f"{API}/resources/{instance}")
+            return r if r.status == 200 else None
+        r = wait_until(resource, timeout=10, what="B lists the contract's resource")
         self.assertEqual(r.json()["spec"]["image"], "nginx", r)
         self.assertEqual(self.available(), 1, "the contract's instance counts once")
         # Renewals keep it past its 3 s lease.
