@@ -384,6 +384,14 @@ class SpSim:
         return wait_until(lambda: (ps := self.providers()) and all(p.get("id") for p in ps.values())
                           and ps, timeout=timeout, what="sp-sim providers registered")
 
+    def wait_ready(self, client, timeout=30):
+        """Waits until `client`'s control plane shows every provider Ready (registered is not
+        enough: placement only picks Ready providers, and the first probe comes after the
+        registration)."""
+        ids = [p["id"] for p in self.wait_registered(timeout).values()]
+        wait_until(lambda: all(client.get(f"{API}/providers/{i}").json().get("health_status") ==
+                               "Ready" for i in ids), timeout=timeout, what="sp-sim providers Ready")
+
     def instance_ids(self):
         """{name: set of instance ids held now}."""
         return {n: set(p["instance_ids"]) for n, p in self.providers().items()}

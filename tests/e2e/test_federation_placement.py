@@ -40,7 +40,7 @@ class FederationPlacementTest(unittest.TestCase):
         cls.a = DevServer(extra=[*FAST, "--enclave-id", "enclave-a", "--data-dir", cls.dirs["a"]],
                           env={"FEDERATION_PEERS": f"enclave-b={cls.b.url}"})
         cls.sim_a = SpSim(cls.a.url, 1, name_prefix="fedpa", service_types="vm")
-        cls.sim_a.wait_registered()
+        cls.sim_a.wait_ready(cls.a.client)
         wait_until(lambda: cls.available() == 2, what="B's container flavour")
         wait_until(lambda: cls.peer_status() == "Ready", what="A sees B Ready")
 
