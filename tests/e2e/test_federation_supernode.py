@@ -73,6 +73,7 @@ class SupernodeTest(unittest.TestCase):
         cls.sim_b = SpSim(cls.b.url, 1, extra=["--max-instances", "2"], name_prefix="fedsnb",
                           service_types="container")
         cls.sp_b = next(iter(cls.sim_b.wait_registered().values()))["name"]
+        cls.sim_b.wait_ready(cls.b.client)  # B offers a flavour only for a Ready SP
         cls.s = cls.enclaves.start("s", {"FEDERATION_FORWARD": "true",
                                          "FEDERATION_PEERS": f"b={cls.b.url}"})
         cls.a = cls.enclaves.start("a", {"FEDERATION_PEERS": f"s={cls.s.url}"})

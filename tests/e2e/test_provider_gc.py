@@ -92,11 +92,12 @@ class ProviderGcTest(unittest.TestCase):
         decided_s = (rfc3339_ms(expired[0]["time"]) - last_beat_ms) / 1000
         self.assertGreaterEqual(decided_s, GC_AFTER_S)
         self.assertLess(decided_s, GC_AFTER_S + 3, expired[0])
-        types = [e["type"] for e in self.history(f"providers/{p_id}")]
-        self.assertEqual(types[-1], "dcm.provider.expired", types)
-        self.assertIn("heartbeat_expired", str(self.history(f"providers/{p_id}")))
-        why = [e for e in self.history(f"providers/{p_id}") if e["type"] == types[-1]][0]
-        self.assertIn("no heartbeat since", why["summary"], why)
+        # The registry shows the expiry first; the audit index has it a moment later.
+        history = wait_until(lambda: (h := self.history(f"providers/{p_id}")) and
+                             h[-1]["type"] == "dcm.provider.expired" and h, timeout=10,
+                             what="the expiry in P's history")
+        self.assertIn("heartbeat_expired", str(history))
+        self.assertIn("no heartbeat since", history[-1]["summary"], history[-1])
         print(f"\n  P removed {gone_s:.1f} s after the kill ({decided_s:.3f} s after its last "
               f"beat)", file=sys.stderr)
 
@@ -113,10 +114,15 @@ class ProviderGcTest(unittest.TestCase):
                              all(r["status"] == "PENDING_PROVIDER" for r in q) and q,
                              timeout=10, interval=0.2, what="3 PENDING_PROVIDER records")
         self.assertEqual({r["instance_id"] for r in waiting}, set(old.values()))
+        steps_of = {"dcm.resource.lost": 1, "dcm.resource.placed": 2, "dcm.cleanup.enqueued": 1,
+                    "dcm.catalog_item_instance.rehydrated": 1}
         for cid, rid in old.items():
-            steps = [e["type"] for e in self.history(f"catalog-item-instances/{cid}")]
-            for t in ("dcm.resource.lost", "dcm.resource.placed", "dcm.cleanup.enqueued",
-                      "dcm.catalog_item_instance.rehydrated"):
+            # History reads the audit index, which may lag the instance view read above.
+            steps = wait_until(
+                lambda: (s := [e["type"] for e in self.history(f"catalog-item-instances/{cid}")])
+                and all(s.count(t) >= n for t, n in steps_of.items()) and s,
+                timeout=10, interval=0.2, what="the rehydration's steps in the history")
+            for t in steps_of:
                 self.assertEqual(steps.count(t), 2 if t == "dcm.resource.placed" else 1,
                                  (t, steps))
             self.assertLess(steps.index("dcm.resource.lost"),

@@ -84,8 +84,10 @@ class RetentionGapTest(unittest.TestCase):
 
         # The registrar decides (ready) and names the requests it never read; the audit index
         # lost the dropped requests, so the instance is not ready until that is accepted.
-        wait_until(lambda: "projection:audit" in readyz(cb)[2], what="the audit gap reported")
-        status, checks, details = readyz(cb)
+        status, checks, details = wait_until(
+            lambda: (s := readyz(cb)) and "projection:audit" in s[2] and
+            s[1].get("projection:registry") == "ready" and s,
+            what="the audit gap reported, the registry caught up")
         self.assertEqual(status, 503)
         self.assertEqual(checks["registrar"], "ready")
         self.assertEqual(checks["projection:registry"], "ready")

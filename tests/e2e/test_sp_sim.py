@@ -45,7 +45,9 @@ class SpSimTest(unittest.TestCase):
             names = wait_until(registered, timeout=30, what="5 registered providers")
             expected = sorted(f"e2e-{'vm' if i % 2 == 0 else 'container'}-{i}" for i in range(5))
             self.assertEqual(names, expected)
-            sims = control.get("/sim/providers").json()
+            # DCM lists a provider before sp-sim has read its 201 (and its id): wait for sp-sim.
+            sims = wait_until(lambda: (ps := control.get("/sim/providers").json()) and
+                              all(p.get("id") for p in ps) and ps, what="sp-sim saw every 201")
             by_name = {p["name"]: p for p in sims}
             registry = {p["name"]: p for p in server.client.get(f"{API}/providers").json()["providers"]}
             for name, p in by_name.items():
@@ -130,8 +132,9 @@ class SpSimTest(unittest.TestCase):
             # Backoff doubles from 1 s, so the next attempts land within a few seconds.
             wait_until(lambda: len(server.client.get(f"{API}/providers").json()["providers"]) == 2,
                        timeout=40, what="registration after DCM started")
-            self.assertTrue(all(p["registration"] == "registered"
-                                for p in control.get("/sim/providers").json()))
+            wait_until(lambda: all(p["registration"] == "registered"
+                                   for p in control.get("/sim/providers").json()),
+                       timeout=10, what="sp-sim saw both 201s")
         finally:
             reservation.close()
             control.close()
