@@ -73,17 +73,21 @@ void KafkaCommandBus::Reap() {
   waiters_->Expire(now);
 }
 
-void KafkaCommandBus::HandOff(const KafkaPosition& at, int64_t created, std::string key,
-                              std::string value) const {
+KafkaCommandBus::Sent KafkaCommandBus::Stamp(const CloudEvent& request,
+                                             const std::string& value) const {
+  return Sent{request.subject, local_ ? value : std::string(), WallNowMs()};
+}
+
+void KafkaCommandBus::HandOff(const KafkaPosition& at, Sent sent) const {
   if (!local_) return;
-  local_(
-      KafkaMessage{.topic = requests_topic_,
-                   .partition = at.partition,
-                   .offset = at.offset,
-                   .timestamp_ms = at.log_append_time && local_on_mock_ ? created : at.timestamp_ms,
-                   .key = std::move(key),
-                   .value = std::move(value),
-                   .headers = {{kContentTypeHeader, kCloudEventsJson}}});
+  local_(KafkaMessage{
+      .topic = requests_topic_,
+      .partition = at.partition,
+      .offset = at.offset,
+      .timestamp_ms = at.log_append_time && local_on_mock_ ? sent.created : at.timestamp_ms,
+      .key = std::move(sent.key),
+      .value = std::move(sent.value),
+      .headers = {{kContentTypeHeader, kCloudEventsJson}}});
 }
 
 void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
@@ -111,15 +115,15 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
     return SubmitTracked(request, std::move(value), partition, deadline, std::move(answer));
   }
   waiters_->Expect(request.id, deadline, std::move(answer));
-  std::string copy = local_ ? value : std::string();
-  const int64_t created = WallNowMs();
+  Sent sent = Stamp(request, value);
+  const int64_t created = sent.created;
   producer_->Produce(
       requests_topic_, request.subject, std::move(value), {},
-      [this, waiters = waiters_, watch = &watch_, id = request.id, key = request.subject,
-       copy = std::move(copy), created](Result<KafkaPosition> result) mutable {
+      [this, waiters = waiters_, watch = &watch_, id = request.id,
+       sent = std::move(sent)](Result<KafkaPosition> result) mutable {
         if (result) {
           watch->Acked(id);
-          HandOff(*result, created, std::move(key), std::move(copy));
+          HandOff(*result, std::move(sent));
         } else {
           waiters->Fail(id, Unacknowledged(result.error()));
         }
@@ -145,16 +149,16 @@ void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value
                                }
                                flight->done(std::move(outcome));
                              });
-  std::string copy = local_ ? value : std::string();
-  const int64_t created = WallNowMs();
+  Sent sent = Stamp(request, value);
+  const int64_t created = sent.created;
   producer_->Produce(
       requests_topic_, request.subject, std::move(value), {},
-      [this, flight, waiters = waiters_, watch = &watch_, id = request.id, key = request.subject,
-       copy = std::move(copy), created](Result<KafkaPosition> result) mutable {
+      [this, flight, waiters = waiters_, watch = &watch_, id = request.id,
+       sent = std::move(sent)](Result<KafkaPosition> result) mutable {
         if (result) {
           watch->Acked(id);
           barrier_->Acknowledge(requests_topic_, result->partition, result->offset + 1);
-          HandOff(*result, created, std::move(key), std::move(copy));
+          HandOff(*result, std::move(sent));
         }
         std::optional<CloudEvent> outcome;
         {

@@ -77,8 +77,16 @@ class KafkaCommandBus final : public CommandBus {
   // partition decides it); 0: the producer's partitioner picks.
   int32_t partitions_;
   ReadBarrier* barrier_ = nullptr;
-  // Hands an acknowledged request to local_ (none when unset), stamped `created` when sent.
-  void HandOff(const KafkaPosition& at, int64_t created, std::string key, std::string value) const;
+  // What a request's hand-off needs once it is acknowledged: its key, its bytes (copied only when
+  // a sink takes them) and the CreateTime it is sent with (Stamp: now).
+  struct Sent {
+    std::string key;
+    std::string value;
+    int64_t created;
+  };
+  Sent Stamp(const CloudEvent& request, const std::string& value) const;
+  // Hands an acknowledged request to local_ (none when unset).
+  void HandOff(const KafkaPosition& at, Sent sent) const;
 
   LocalSink local_;
   bool local_on_mock_ = false;
