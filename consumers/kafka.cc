@@ -68,18 +68,50 @@ rd_kafka_topic_partition_list_t* NewPartitionList(const PartitionOffsets& offset
   return list;
 }
 
+// What Produce gives librdkafka with each record, back in its delivery report.
+struct Sending {
+  Producer::OnDelivery done;
+  int64_t created_ms = -1;  // the CreateTime stamped on the record
+};
+
+// Our copy of a record librdkafka fetched or acknowledged, with `timestamp_ms` as its time.
+KafkaMessage ToKafkaMessage(const rd_kafka_message_t* m, int64_t timestamp_ms) {
+  KafkaMessage msg;
+  msg.topic = rd_kafka_topic_name(m->rkt);
+  msg.partition = m->partition;
+  msg.offset = m->offset;
+  msg.timestamp_ms = timestamp_ms;
+  if (m->key) msg.key.assign(static_cast<const char*>(m->key), m->key_len);
+  if (m->payload) msg.value.assign(static_cast<const char*>(m->payload), m->len);
+  rd_kafka_headers_t* hdrs = nullptr;
+  if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
+    const char* name;
+    const void* value;
+    size_t size;
+    for (size_t h = 0; !rd_kafka_header_get_all(hdrs, h, &name, &value, &size); ++h) {
+      msg.headers.emplace_back(
+          name, value ? std::string(static_cast<const char*>(value), size) : std::string());
+    }
+  }
+  return msg;
+}
+
 void DeliveryReport(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
-  if (!message->err) LocalDeliveries::Instance().Delivered(rd_kafka_topic_name(message->rkt));
-  std::unique_ptr<Producer::OnDelivery> callback(
-      static_cast<Producer::OnDelivery*>(message->_private));
-  if (!callback || !*callback) return;
+  std::unique_ptr<Sending> sending(static_cast<Sending*>(message->_private));
+  if (!message->err && sending) {
+    // As the log holds it: the acknowledgement's timestamp is the broker's (the mock's: 1234).
+    LocalDeliveries::Instance().Delivered(rd_kafka_topic_name(message->rkt), [&] {
+      return ToKafkaMessage(message, sending->created_ms);
+    });
+  }
+  if (!sending || !sending->done) return;
   if (message->err) {
-    (*callback)(tl::unexpected(FromKafka(message->err, "delivery")));
+    sending->done(tl::unexpected(FromKafka(message->err, "delivery")));
   } else {
     rd_kafka_timestamp_type_t type;
     const int64_t timestamp = rd_kafka_message_timestamp(message, &type);
-    (*callback)(KafkaPosition{message->partition, message->offset, timestamp,
-                              type == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME});
+    sending->done(KafkaPosition{message->partition, message->offset, timestamp,
+                                type == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME});
   }
 }
 
@@ -170,7 +202,9 @@ Result<std::unique_ptr<Producer>> Producer::Create(const KafkaOptions& options) 
   std::unique_ptr<Producer> producer(new Producer());
   producer->rk_ = rk;
   producer->poller_ = NamedThread("kafka-poll", [p = producer.get()] {
-    while (p->running_.load()) rd_kafka_poll(p->rk_, 50);
+    while (p->running_.load()) {
+      if (rd_kafka_poll(p->rk_, 50) > 0) LocalDeliveries::Instance().Notify();
+    }
   });
   return producer;
 }
@@ -180,6 +214,7 @@ Producer::~Producer() {
   if (poller_.joinable()) poller_.join();
   if (rk_) {
     rd_kafka_flush(rk_, 5000);
+    LocalDeliveries::Instance().Notify();
     rd_kafka_destroy(rk_);
   }
 }
@@ -197,11 +232,19 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
     return;
   }
   const uint64_t token = in_flight_.Add(SteadyNowMs());
+  // Stamped here rather than by librdkafka, so that the delivery report knows it.
+  if (timestamp_ms == 0) {
+    timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  }
   auto* opaque =
-      new OnDelivery([this, token, done = std::move(on_delivery)](Result<KafkaPosition> result) {
-        in_flight_.Remove(token);
-        done(std::move(result));
-      });
+      new Sending{.done =
+                      [this, token, done = std::move(on_delivery)](Result<KafkaPosition> result) {
+                        in_flight_.Remove(token);
+                        done(std::move(result));
+                      },
+                  .created_ms = timestamp_ms};
   rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (int attempt = 0; attempt < 200; ++attempt) {
     rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size() + 1);
@@ -221,8 +264,8 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // back-pressure: let it drain
   }
-  std::unique_ptr<OnDelivery> callback(opaque);
-  (*callback)(tl::unexpected(FromKafka(err, "produce to " + topic)));
+  std::unique_ptr<Sending> failed(opaque);
+  failed->done(tl::unexpected(FromKafka(err, "produce to " + topic)));
 }
 
 int32_t KeyPartition(std::string_view key, int32_t partitions) {
@@ -273,6 +316,7 @@ Status Producer::ProbeBrokers(int timeout_ms) const {
 
 Status Producer::Flush(int timeout_ms) {
   const auto err = rd_kafka_flush(rk_, timeout_ms);
+  LocalDeliveries::Instance().Notify();
   if (err) return tl::unexpected(FromKafka(err, "flush"));
   return OkStatus();
 }
@@ -329,7 +373,8 @@ Consumer::~Consumer() {
 }
 
 void Consumer::Close() {
-  if (idle_paused_) LocalDeliveries::Instance().Unregister(sleeper_);
+  if (listener_) LocalDeliveries::Instance().Unregister(listener_);
+  listener_ = 0;
   idle_paused_ = false;
   if (!closed_ && rk_) rd_kafka_consumer_close(rk_);
   closed_ = true;
@@ -341,56 +386,81 @@ void Consumer::MarkAssigned() {
 }
 
 void Consumer::RestartIdle() {
-  if (idle_paused_) LocalDeliveries::Instance().Unregister(sleeper_);
   idle_paused_ = false;
   last_data_ = std::chrono::steady_clock::now();
 }
 
+void Consumer::Listen() {
+  if (listener_) LocalDeliveries::Instance().Unregister(listener_);
+  listener_ = 0;
+  if (idle_pause_.count() <= 0 || assigned_.empty()) return;
+  std::vector<std::string> topics;
+  for (const auto& [topic, partitions] : assigned_) topics.push_back(topic);
+  listener_ = LocalDeliveries::Instance().Register(std::move(topics), /*offers=*/true);
+}
+
 void Consumer::SetPaused(bool paused) {
-  rd_kafka_topic_partition_list_t* list = NewPartitionList(assigned_);
   if (paused) {
-    // Where the application is (the next offset after what ConsumeBatch returned), so that the
-    // new assignment resumes there; unread partitions keep the offset they were assigned at.
-    rd_kafka_position(rk_, list);
-    for (int i = 0; i < list->cnt; ++i) {
-      const auto& elem = list->elems[i];
-      if (elem.err == RD_KAFKA_RESP_ERR_NO_ERROR && elem.offset >= 0) {
-        assigned_[elem.topic][elem.partition] = elem.offset;
-      }
-    }
-    rd_kafka_assign(rk_, nullptr);
-  } else {
-    rd_kafka_assign(rk_, list);
+    rd_kafka_assign(rk_, nullptr);  // assigned_ holds where each partition goes on
+    return;
   }
+  rd_kafka_topic_partition_list_t* list = NewPartitionList(assigned_);
+  rd_kafka_assign(rk_, list);
   rd_kafka_topic_partition_list_destroy(list);
+}
+
+bool Consumer::Consumed(const std::string& topic, int32_t partition, int64_t offset) {
+  auto t = assigned_.find(topic);
+  if (t == assigned_.end()) return true;
+  auto p = t->second.find(partition);
+  if (p == t->second.end()) return true;
+  if (offset < p->second) return false;
+  p->second = offset + 1;
+  return true;
+}
+
+void Consumer::StartPause(std::chrono::steady_clock::time_point now) {
+  LocalDeliveries::Instance().Rearm(listener_);
+  SetPaused(true);
+  idle_paused_ = true;
+  pause_ends_ = now + idle_pause_;
 }
 
 int Consumer::IdleTimeout(int timeout_ms) {
   using std::chrono::milliseconds;
   auto now = std::chrono::steady_clock::now();
   if (!idle_paused_) {
-    if (assigned_.empty() || now - last_data_ < idle_after_ || now < active_until_ || !Fetched()) {
-      return timeout_ms;  // not idle yet; a group member (no assigned_) never pauses
-    }
-    // Registered before pausing: a delivery from here on ends the pause.
-    std::vector<std::string> topics;
-    for (const auto& [topic, partitions] : assigned_) topics.push_back(topic);
-    sleeper_ = LocalDeliveries::Instance().Register(std::move(topics));
-    SetPaused(true);
-    idle_paused_ = true;
-    pause_ends_ = now + idle_pause_;
+    if (now - last_data_ < idle_after_ || now < active_until_ || !Fetched()) return timeout_ms;
+    StartPause(now);
   }
-  const bool woken = LocalDeliveries::Instance().Wait(
-      sleeper_, std::min(pause_ends_, now + milliseconds(std::max(timeout_ms, 0))));
+  auto deadline = std::min(pause_ends_, now + milliseconds(std::max(timeout_ms, 0)));
+  if (missing_since_)
+    deadline = std::min(deadline, *missing_since_ + milliseconds(kMissingGraceMs));
+  LocalDeliveries::Instance().Wait(listener_, deadline);
   now = std::chrono::steady_clock::now();
-  if (!woken && now < pause_ends_) return 0;  // still paused: serve the queue's events only
+  // Still paused: a delivery is taken from LocalDeliveries (TakeDelivered).
+  if (now < pause_ends_) return 0;
   EndIdlePause();
-  // Woken, the data is at the broker: stay until it comes (idle_after at most). At the pause's
-  // end, a look of a few fetches at what others produced.
-  const milliseconds window =
-      woken ? idle_after_ : milliseconds(std::max(2 * fetch_wait_ms_ + 5, kIdleLookMinMs));
+  // At the pause's end, a look of a few fetches at what others produced.
+  const milliseconds window(std::max(2 * fetch_wait_ms_ + 5, kIdleLookMinMs));
   active_until_ = now + window;
   return std::min(timeout_ms, static_cast<int>(window.count()));
+}
+
+std::vector<KafkaMessage> Consumer::TakeDelivered(size_t max) {
+  const auto now = std::chrono::steady_clock::now();
+  std::optional<LocalDeliveries::TimePoint> oldest_kept;
+  auto taken = LocalDeliveries::Instance().Take(listener_, assigned_, std::max<size_t>(max, 1),
+                                                &oldest_kept);
+  missing_since_ = oldest_kept;
+  if (!taken.empty()) {
+    last_data_ = now;
+    if (!idle_paused_ && now >= active_until_) StartPause(now);
+  } else if (idle_paused_ && oldest_kept &&
+             now - *oldest_kept >= std::chrono::milliseconds(kMissingGraceMs)) {
+    EndIdlePause();  // another process wrote before what was delivered here: fetch that
+  }
+  return taken;
 }
 
 bool Consumer::Fetched() const {
@@ -403,19 +473,12 @@ bool Consumer::Fetched() const {
 }
 
 void Consumer::EndIdlePause() {
-  LocalDeliveries::Instance().Unregister(sleeper_);
   SetPaused(false);
   idle_paused_ = false;
 }
 
 Status Consumer::Assign(const std::string& topic, const std::map<int32_t, int64_t>& offsets) {
-  RestartIdle();
-  assigned_ = {{topic, offsets}};
-  rd_kafka_topic_partition_list_t* list = NewPartitionList(assigned_);
-  const auto err = rd_kafka_assign(rk_, list);
-  rd_kafka_topic_partition_list_destroy(list);
-  if (err) return tl::unexpected(FromKafka(err, "assign " + topic));
-  return OkStatus();
+  return AssignTopics({{topic, offsets}});
 }
 
 Status Consumer::AssignTopics(const PartitionOffsets& offsets) {
@@ -425,6 +488,7 @@ Status Consumer::AssignTopics(const PartitionOffsets& offsets) {
   const auto err = rd_kafka_assign(rk_, list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err) return tl::unexpected(FromKafka(err, "assign"));
+  Listen();
   return OkStatus();
 }
 
@@ -439,6 +503,11 @@ Status Consumer::Subscribe(const std::string& topic, Rebalance rebalance) {
 }
 
 Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offset) {
+  if (listener_) {
+    if (auto t = assigned_.find(topic); t != assigned_.end()) {
+      if (auto p = t->second.find(partition); p != t->second.end()) p->second = offset;
+    }
+  }
   if (idle_paused_) EndIdlePause();
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = offset;
@@ -455,13 +524,21 @@ Status Consumer::Seek(const std::string& topic, int32_t partition, int64_t offse
 }
 
 Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout_ms) {
+  if (listener_) {
+    // Against the mock: what this process produced comes from the acknowledgements, and the
+    // partitions are unassigned while it does (LocalDeliveries).
+    if (auto taken = TakeDelivered(max); !taken.empty()) return taken;
+    timeout_ms = IdleTimeout(timeout_ms);
+    if (idle_paused_) {
+      if (auto taken = TakeDelivered(max); !taken.empty()) return taken;
+    }
+  }
   // consume_batch_queue waits until the batch is full or the timeout passes, which would add
   // the whole timeout to every command's latency. So: block for the first message only, then
   // take whatever else is already fetched without waiting.
-  if (idle_pause_.count() > 0) timeout_ms = IdleTimeout(timeout_ms);
   rd_kafka_message_t* first = rd_kafka_consume_queue(queue_, timeout_ms);
   if (!first) return std::vector<KafkaMessage>();
-  if (idle_pause_.count() > 0) last_data_ = std::chrono::steady_clock::now();
+  if (listener_) last_data_ = std::chrono::steady_clock::now();
   if (raw_.size() < std::max<size_t>(max, 1)) raw_.resize(std::max<size_t>(max, 1));
   std::vector<rd_kafka_message_t*>& raw = raw_;
   raw[0] = first;
@@ -479,37 +556,14 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
       if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         logger->warn("msg=\"consumer error\" error=\"{}\"", rd_kafka_message_errstr(m));
       }
-      rd_kafka_message_destroy(m);
-      continue;
-    }
-    KafkaMessage& msg = out.emplace_back();
-    msg.topic = rd_kafka_topic_name(m->rkt);
-    msg.partition = m->partition;
-    msg.offset = m->offset;
-    rd_kafka_timestamp_type_t ts_type;
-    msg.timestamp_ms = rd_kafka_message_timestamp(m, &ts_type);
-    if (m->key) msg.key.assign(static_cast<const char*>(m->key), m->key_len);
-    if (m->payload) msg.value.assign(static_cast<const char*>(m->payload), m->len);
-    rd_kafka_headers_t* hdrs = nullptr;
-    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
-      const char* name;
-      const void* value;
-      size_t size;
-      for (size_t h = 0; !rd_kafka_header_get_all(hdrs, h, &name, &value, &size); ++h) {
-        msg.headers.emplace_back(
-            name, value ? std::string(static_cast<const char*>(value), size) : std::string());
-      }
+    } else if (!listener_ || Consumed(rd_kafka_topic_name(m->rkt), m->partition, m->offset)) {
+      rd_kafka_timestamp_type_t ts_type;
+      out.push_back(ToKafkaMessage(m, rd_kafka_message_timestamp(m, &ts_type)));
     }
     rd_kafka_message_destroy(m);
   }
-  if (idle_paused_) {
-    // Fetched before the pause and handed out while paused: assign again after these.
-    for (const KafkaMessage& msg : out) {
-      int64_t& next = assigned_[msg.topic][msg.partition];
-      next = std::max(next, msg.offset + 1);
-    }
-    EndIdlePause();
-  }
+  // Fetched before the pause and handed out while paused: fetch on from after these.
+  if (idle_paused_ && !out.empty()) EndIdlePause();
   return out;
 }
 

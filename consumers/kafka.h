@@ -35,10 +35,12 @@ struct KafkaOptions {
   // Consumer-group session timeout (registrar failover time).
   int session_timeout_ms = 10000;
   // Assign()ed consumers only (a group member never pauses), 0: off. A consumer that received
-  // nothing for idle_after_ms unassigns its partitions, keeping its positions, until a producer of
-  // this process delivers to one of its topics or this long passes; then it assigns them again
-  // there (consumers/local_deliveries.h). `dcm serve` sets it on librdkafka's mock only
-  // (Config::mock_idle_pause_ms): there every idle consumer costs ~200 empty fetches a second.
+  // nothing for idle_after_ms, or whose next records a producer of this process wrote, unassigns
+  // its partitions, keeping its positions, for this long at most. Meanwhile it takes the records
+  // this process's producers had acknowledged there, and assigns its partitions again when one
+  // it was not handed is missing (consumers/local_deliveries.h). `dcm serve` sets it on
+  // librdkafka's mock only (Config::mock_idle_pause_ms): there every idle consumer costs ~200
+  // empty fetches a second, and a busy one a fetch for every message set written.
   int idle_pause_ms = 0;
   // How long without a message before that pause; 0: idle_pause_ms.
   int idle_after_ms = 0;
@@ -210,23 +212,37 @@ class Consumer {
   Consumer() = default;
   // How long to block for the first message, after pausing or resuming the idle consumer.
   int IdleTimeout(int timeout_ms);
+  // Unassigns every partition until `now` + idle_pause_ (LocalDeliveries wakes it earlier).
+  void StartPause(std::chrono::steady_clock::time_point now);
   void EndIdlePause();
+  // The records this process's producers had acknowledged that continue the positions
+  // (LocalDeliveries); pauses when there are some, resumes when one before them is missing.
+  std::vector<KafkaMessage> TakeDelivered(size_t max);
+  // Registers with LocalDeliveries for the assigned topics (the pause is on).
+  void Listen();
   // A new assignment is not paused: it starts a fresh idle period.
   void RestartIdle();
-  // Pauses (unassigns, keeping the positions) or resumes (assigns them again) every partition
-  // Assign/AssignTopics gave (assigned_).
+  // Pauses (unassigns) or resumes (assigns at their positions) every partition Assign or
+  // AssignTopics gave (assigned_).
   void SetPaused(bool paused);
+  // Moves the partition's position past `offset` (ConsumeBatch returned it); false, when the
+  // position is already past it (a fetched copy of a record taken from LocalDeliveries).
+  bool Consumed(const std::string& topic, int32_t partition, int64_t offset);
   // Whether every assigned partition had a fetch answered (its high watermark is known).
   bool Fetched() const;
   // The shortest look at the broker after a pause that no delivery ended.
   static constexpr int kIdleLookMinMs = 10;
+  // How long a delivered record may wait for the one before it (other producers of this process
+  // report in their own time) before the consumer fetches that one instead.
+  static constexpr int kMissingGraceMs = 20;
 
   KafkaHandle* rk_ = nullptr;
   rd_kafka_queue_s* queue_ = nullptr;
   Rebalance rebalance_;
   bool closed_ = false;
   bool assigned_once_ = false;
-  // Assign/AssignTopics' partitions, with their offsets as of the last idle pause.
+  // Assign/AssignTopics' partitions, each with the next offset to return (while the idle pause
+  // is on; otherwise the assigned one).
   std::map<std::string, std::map<int32_t, int64_t>> assigned_;
   // Idle pause (KafkaOptions::idle_pause_ms; zero: off).
   std::chrono::milliseconds idle_pause_{0};
@@ -235,8 +251,10 @@ class Consumer {
   std::chrono::steady_clock::time_point last_data_;
   std::chrono::steady_clock::time_point pause_ends_;
   std::chrono::steady_clock::time_point active_until_;  // no pause before (after a resume)
+  // When the oldest delivered record that waits for a missing one before it arrived.
+  std::optional<std::chrono::steady_clock::time_point> missing_since_;
   bool idle_paused_ = false;
-  uint64_t sleeper_ = 0;                  // LocalDeliveries id while paused
+  uint64_t listener_ = 0;                 // LocalDeliveries id while assigned, pause on
   std::vector<rd_kafka_message_s*> raw_;  // ConsumeBatch's buffer, kept between calls
 };
 
