@@ -1,5 +1,6 @@
 // Thin RAII wrappers over librdkafka's C API: the only place in the code base that includes
-// rdkafka.h (with mock_cluster.cc and topic_admin.cc). Everything above sees our own types.
+// rdkafka.h (kafka.cc, kafka_consumer.cc, with mock_cluster.cc and topic_admin.cc). Everything
+// above sees our own types.
 #pragma once
 
 #include <atomic>
