@@ -411,6 +411,13 @@ Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>
       const EventPosition position{options_.outcomes_topic, positions[i].partition,
                                    positions[i].offset,     clock_->NowMillis(),
                                    produced[i].key,         produced[i].value};
+      // Folded already: the runner took it from the acknowledgement first (LocalDeliveries), and
+      // answered its waiter. Its offsets are published before it releases LockBatch.
+      if (options_.applied &&
+          options_.applied->Next(registry->Name(), options_.outcomes_topic,
+                                 positions[i].partition) > positions[i].offset) {
+        continue;
+      }
       // An outcome it cannot fold is left to the runner (which dead-letters what is poison).
       if (!event || !registry->ApplyOwn(*event, position, batch)) continue;
       own.emplace_back(position.partition, position.offset);

@@ -17,7 +17,9 @@
 // no wait for the runner's fetch before the waiter completes). Because the fold is idempotent and
 // order-free, this changes no state: the runner, reaching such an outcome later, skips it
 // (ApplyOwn records its position), and leaves the offsets to the runner alone: they still mean
-// "everything before is applied". LockBatch serializes the two writers' read-modify-writes.
+// "everything before is applied". Against the mock the runner may take the outcome from its
+// acknowledgement first (consumers/local_deliveries.h); the registrar then skips what the runner's
+// published offsets cover. LockBatch serializes the two writers' read-modify-writes.
 #pragma once
 
 #include <functional>
