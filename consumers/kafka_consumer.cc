@@ -147,7 +147,7 @@ bool Consumer::Consumed(const std::string& topic, int32_t partition, int64_t off
 }
 
 void Consumer::StartPause(std::chrono::steady_clock::time_point now) {
-  LocalDeliveries::Instance().Rearm(listener_);
+  // A wake from before the pause only costs one more look at LocalDeliveries.
   SetPaused(true);
   idle_paused_ = true;
   pause_ends_ = now + idle_pause_;

@@ -50,11 +50,6 @@ uint64_t LocalDeliveries::Register(std::vector<std::string> topics, bool offers)
   return id;
 }
 
-void LocalDeliveries::Rearm(uint64_t id) {
-  std::lock_guard lock(mu_);
-  if (auto it = listeners_.find(id); it != listeners_.end()) it->second.woken = false;
-}
-
 bool LocalDeliveries::Wait(uint64_t id, TimePoint deadline) {
   std::unique_lock lock(mu_);
   auto it = listeners_.find(id);

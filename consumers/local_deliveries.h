@@ -60,8 +60,6 @@ class LocalDeliveries {
   // A listener on `topics`: a delivery to one of them from now on ends its next Wait at once,
   // and, with `offers`, is kept for Take.
   uint64_t Register(std::vector<std::string> topics, bool offers);
-  // Forgets the deliveries so far: the next Wait blocks until a new one.
-  void Rearm(uint64_t id);
   // Blocks until a delivery to one of the listener's topics (true; the flag is then cleared) or
   // `deadline` (false).
   bool Wait(uint64_t id, TimePoint deadline);

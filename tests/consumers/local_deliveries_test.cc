@@ -62,16 +62,6 @@ TEST(LocalDeliveriesTest, ADeliveryBeforeRegisteringIsNotAWake) {
   deliveries.Unregister(id);
 }
 
-TEST(LocalDeliveriesTest, ARearmedListenerForgetsEarlierDeliveries) {
-  LocalDeliveries deliveries;
-  const uint64_t id = deliveries.Register({"dcm.instances"}, false);
-  Deliver(deliveries, "dcm.instances", 0, 0);
-  deliveries.Notify();
-  deliveries.Rearm(id);
-  EXPECT_FALSE(deliveries.Wait(id, Clock::now()));
-  deliveries.Unregister(id);
-}
-
 TEST(LocalDeliveriesTest, OneDeliveryWakesEveryListenerOnItsTopic) {
   LocalDeliveries deliveries;
   const uint64_t a = deliveries.Register({"dcm.instances"}, false);

@@ -71,6 +71,26 @@ class IdlePauseTest : public ::testing::Test {
     return acked.get_future().get();
   }
 
+  // Produces `values` to partition 0 as another process would: a bare librdkafka producer, which
+  // does not report to LocalDeliveries.
+  void ProduceFromAnotherProcess(const std::vector<std::string>& values) {
+    char errstr[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", env_->kafka.brokers.c_str(), errstr,
+                                sizeof(errstr)),
+              RD_KAFKA_CONF_OK);
+    rd_kafka_t* other = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    ASSERT_NE(other, nullptr) << errstr;
+    for (const auto& value : values) {
+      ASSERT_EQ(rd_kafka_producev(other, RD_KAFKA_V_TOPIC(topic_.c_str()), RD_KAFKA_V_PARTITION(0),
+                                  RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+    ASSERT_EQ(rd_kafka_flush(other, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(other);
+  }
+
   std::unique_ptr<testing::KafkaEnv> env_;
   std::string topic_;
   std::unique_ptr<Producer> producer_;
@@ -96,22 +116,8 @@ TEST_F(IdlePauseTest, OtherProducersAreReadAfterThePauseEachMessageOnce) {
   EXPECT_EQ(Read(*consumer, 1, 20s), std::vector<std::string>{"before"});
   ASSERT_TRUE(PollUntilPaused(*consumer, 20s));
 
-  char errstr[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", env_->kafka.brokers.c_str(), errstr,
-                              sizeof(errstr)),
-            RD_KAFKA_CONF_OK);
-  rd_kafka_t* other = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-  ASSERT_NE(other, nullptr) << errstr;
   const std::vector<std::string> sent = {"remote-1", "remote-2", "remote-3"};
-  for (const auto& value : sent) {
-    ASSERT_EQ(rd_kafka_producev(other, RD_KAFKA_V_TOPIC(topic_.c_str()), RD_KAFKA_V_PARTITION(0),
-                                RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
-              RD_KAFKA_RESP_ERR_NO_ERROR);
-  }
-  ASSERT_EQ(rd_kafka_flush(other, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-  rd_kafka_destroy(other);
+  ASSERT_NO_FATAL_FAILURE(ProduceFromAnotherProcess(sent));
 
   EXPECT_EQ(Read(*consumer, sent.size(), 20s), sent);
   // Several more pause-and-look rounds bring nothing again.
@@ -164,21 +170,7 @@ TEST_F(IdlePauseTest, ARecordAnotherProcessWroteInBetweenIsFetchedInItsPlace) {
   ASSERT_TRUE(PollUntilPaused(*consumer, 20s));
   ASSERT_TRUE(ProduceToFirstPartition("local-1"));
 
-  char errstr[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", env_->kafka.brokers.c_str(), errstr,
-                              sizeof(errstr)),
-            RD_KAFKA_CONF_OK);
-  rd_kafka_t* other = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-  ASSERT_NE(other, nullptr) << errstr;
-  const std::string remote = "remote";
-  ASSERT_EQ(rd_kafka_producev(other, RD_KAFKA_V_TOPIC(topic_.c_str()), RD_KAFKA_V_PARTITION(0),
-                              RD_KAFKA_V_VALUE(const_cast<char*>(remote.data()), remote.size()),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
-            RD_KAFKA_RESP_ERR_NO_ERROR);
-  ASSERT_EQ(rd_kafka_flush(other, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-  rd_kafka_destroy(other);
-
+  ASSERT_NO_FATAL_FAILURE(ProduceFromAnotherProcess({"remote"}));
   ASSERT_TRUE(ProduceToFirstPartition("local-2"));
   EXPECT_EQ(Read(*consumer, 3, 20s), (std::vector<std::string>{"local-1", "remote", "local-2"}));
   EXPECT_TRUE(Read(*consumer, 1, 500ms).empty());
