@@ -45,6 +45,11 @@ struct KafkaOptions {
   int idle_pause_ms = 0;
   // How long without a message before that pause; 0: idle_pause_ms.
   int idle_after_ms = 0;
+  // With the idle pause: take what this process's producers had acknowledged from their delivery
+  // reports. Off: a delivery only ends the pause (the consumer then fetches it), for a reader
+  // whose records another thread of this process folds first (the registry runner behind the
+  // registrar).
+  bool take_deliveries = true;
   // Extra librdkafka properties (name -> value), applied last.
   std::map<std::string, std::string> extra;
 };
@@ -249,6 +254,7 @@ class Consumer {
   std::chrono::milliseconds idle_pause_{0};
   std::chrono::milliseconds idle_after_{0};
   int fetch_wait_ms_ = 0;
+  bool take_deliveries_ = true;
   std::chrono::steady_clock::time_point last_data_;
   std::chrono::steady_clock::time_point pause_ends_;
   std::chrono::steady_clock::time_point active_until_;  // no pause before (after a resume)

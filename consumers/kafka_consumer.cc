@@ -87,6 +87,7 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(const KafkaOptions& options,
   consumer->idle_after_ = std::chrono::milliseconds(
       options.idle_after_ms > 0 ? options.idle_after_ms : options.idle_pause_ms);
   consumer->fetch_wait_ms_ = options.fetch_wait_max_ms;
+  consumer->take_deliveries_ = options.take_deliveries;
   consumer->last_data_ = std::chrono::steady_clock::now();
   rd_kafka_poll_set_consumer(rk);
   consumer->queue_ = rd_kafka_queue_get_consumer(rk);
@@ -123,7 +124,7 @@ void Consumer::Listen() {
   if (idle_pause_.count() <= 0 || assigned_.empty()) return;
   std::vector<std::string> topics;
   for (const auto& [topic, partitions] : assigned_) topics.push_back(topic);
-  listener_ = LocalDeliveries::Instance().Register(std::move(topics), /*offers=*/true);
+  listener_ = LocalDeliveries::Instance().Register(std::move(topics), take_deliveries_);
 }
 
 void Consumer::SetPaused(bool paused) {
@@ -163,13 +164,15 @@ int Consumer::IdleTimeout(int timeout_ms) {
   auto deadline = std::min(pause_ends_, now + milliseconds(std::max(timeout_ms, 0)));
   if (missing_since_)
     deadline = std::min(deadline, *missing_since_ + milliseconds(kMissingGraceMs));
-  LocalDeliveries::Instance().Wait(listener_, deadline);
+  const bool woken = LocalDeliveries::Instance().Wait(listener_, deadline);
   now = std::chrono::steady_clock::now();
   // Still paused: a delivery is taken from LocalDeliveries (TakeDelivered).
-  if (now < pause_ends_) return 0;
+  if (now < pause_ends_ && (take_deliveries_ || !woken)) return 0;
   EndIdlePause();
-  // At the pause's end, a look of a few fetches at what others produced.
-  const milliseconds window(std::max(2 * fetch_wait_ms_ + 5, kIdleLookMinMs));
+  // Woken without taking deliveries, the data is at the broker: stay until it comes (idle_after
+  // at most). At the pause's end, a look of a few fetches at what others produced.
+  const milliseconds window =
+      woken ? idle_after_ : milliseconds(std::max(2 * fetch_wait_ms_ + 5, kIdleLookMinMs));
   active_until_ = now + window;
   return std::min(timeout_ms, static_cast<int>(window.count()));
 }

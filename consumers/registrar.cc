@@ -411,8 +411,8 @@ Status Registrar::CommitBatch(StoreBatch& batch, std::vector<std::future<Status>
       const EventPosition position{options_.outcomes_topic, positions[i].partition,
                                    positions[i].offset,     clock_->NowMillis(),
                                    produced[i].key,         produced[i].value};
-      // Folded already: the runner took it from the acknowledgement first (LocalDeliveries), and
-      // answered its waiter. Its offsets are published before it releases LockBatch.
+      // Folded already: the runner got there first and answered its waiter (its offsets are
+      // published before it releases LockBatch).
       if (options_.applied &&
           options_.applied->Next(registry->Name(), options_.outcomes_topic,
                                  positions[i].partition) > positions[i].offset) {

@@ -17,9 +17,10 @@
 // no wait for the runner's fetch before the waiter completes). Because the fold is idempotent and
 // order-free, this changes no state: the runner, reaching such an outcome later, skips it
 // (ApplyOwn records its position), and leaves the offsets to the runner alone: they still mean
-// "everything before is applied". Against the mock the runner may take the outcome from its
-// acknowledgement first (consumers/local_deliveries.h); the registrar then skips what the runner's
-// published offsets cover. LockBatch serializes the two writers' read-modify-writes.
+// "everything before is applied". Should the runner get there first, the registrar skips what
+// the runner's published offsets cover. LockBatch serializes the two writers' read-modify-writes
+// (so, against the mock, the registry runner does not take this process's outcomes from their
+// acknowledgements: KafkaOptions::take_deliveries).
 #pragma once
 
 #include <functional>

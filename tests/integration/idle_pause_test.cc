@@ -30,10 +30,12 @@ class IdlePauseTest : public ::testing::Test {
 
   // Assigned at `start` (a runner assigns offsets it stored: never a logical one).
   std::unique_ptr<Consumer> IdleConsumer(int idle_pause_ms, int idle_after_ms,
-                                         int64_t start = Consumer::kBeginning) {
+                                         int64_t start = Consumer::kBeginning,
+                                         bool take_deliveries = true) {
     KafkaOptions options = env_->kafka;
     options.idle_pause_ms = idle_pause_ms;
     options.idle_after_ms = idle_after_ms;
+    options.take_deliveries = take_deliveries;
     auto consumer = OrDie(Consumer::Create(options, ""));
     EXPECT_TRUE(consumer->Assign(topic_, {{0, start}, {1, start}}));
     return consumer;
@@ -105,6 +107,15 @@ TEST_F(IdlePauseTest, ALocalDeliveryIsReadAtOnceDuringTheIdlePause) {
   ASSERT_TRUE(PollUntilPaused(*consumer, 20s));
   ASSERT_TRUE(producer_->ProduceSync(topic_, "k", "after"));
   EXPECT_EQ(Read(*consumer, 1, 60s), std::vector<std::string>{"after"});
+}
+
+// A consumer that does not take deliveries (the registry runner) is woken by one, and fetches it.
+TEST_F(IdlePauseTest, WithoutTakingDeliveriesALocalDeliveryEndsThePauseAndIsFetched) {
+  auto consumer = IdleConsumer(600000, 100, 0, /*take_deliveries=*/false);
+  ASSERT_TRUE(PollUntilPaused(*consumer, 20s));
+  ASSERT_TRUE(ProduceToFirstPartition("fetched"));
+  EXPECT_EQ(Read(*consumer, 1, 20s), std::vector<std::string>{"fetched"});
+  EXPECT_FALSE(consumer->IdlePaused());  // assigned again to fetch it
 }
 
 // What a producer of another process delivers (here: a bare librdkafka producer, which does not
