@@ -240,7 +240,7 @@ class Consumer {
   static constexpr int kIdleLookMinMs = 10;
   // How long a delivered record may wait for the one before it (other producers of this process
   // report in their own time) before the consumer fetches that one instead.
-  static constexpr int kMissingGraceMs = 20;
+  static constexpr int kMissingGraceMs = 5;
 
   KafkaHandle* rk_ = nullptr;
   rd_kafka_queue_s* queue_ = nullptr;
@@ -256,6 +256,8 @@ class Consumer {
   int fetch_wait_ms_ = 0;
   bool take_deliveries_ = true;
   std::chrono::steady_clock::time_point last_data_;
+  // When a fetch last brought a record no producer of this process had delivered.
+  std::chrono::steady_clock::time_point last_fetched_;
   std::chrono::steady_clock::time_point pause_ends_;
   std::chrono::steady_clock::time_point active_until_;  // no pause before (after a resume)
   // When the oldest delivered record that waits for a missing one before it arrived.

@@ -185,7 +185,10 @@ std::vector<KafkaMessage> Consumer::TakeDelivered(size_t max) {
   missing_since_ = oldest_kept;
   if (!taken.empty()) {
     last_data_ = now;
-    if (!idle_paused_ && now >= active_until_) StartPause(now);
+    // Not while records of other processes are being fetched: those would wait for the pause.
+    if (!idle_paused_ && now >= active_until_ && now - last_fetched_ >= idle_after_) {
+      StartPause(now);
+    }
   } else if (idle_paused_ && oldest_kept &&
              now - *oldest_kept >= std::chrono::milliseconds(kMissingGraceMs)) {
     EndIdlePause();  // another process wrote before what was delivered here: fetch that
@@ -279,6 +282,7 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
   }
   std::vector<KafkaMessage> out;
   out.reserve(static_cast<size_t>(n));
+  bool fetched_new = false;  // not a copy of a record taken from LocalDeliveries
   static auto logger = Logger("kafka");
   for (ssize_t i = 0; i < n; ++i) {
     rd_kafka_message_t* m = raw[i];
@@ -289,9 +293,11 @@ Result<std::vector<KafkaMessage>> Consumer::ConsumeBatch(size_t max, int timeout
     } else if (!listener_ || Consumed(rd_kafka_topic_name(m->rkt), m->partition, m->offset)) {
       rd_kafka_timestamp_type_t ts_type;
       out.push_back(ToKafkaMessage(m, rd_kafka_message_timestamp(m, &ts_type)));
+      fetched_new = true;
     }
     rd_kafka_message_destroy(m);
   }
+  if (fetched_new && take_deliveries_) last_fetched_ = std::chrono::steady_clock::now();
   // Fetched before the pause and handed out while paused: fetch on from after these.
   if (idle_paused_ && !out.empty()) EndIdlePause();
   return out;
