@@ -17,13 +17,6 @@ Error Unacknowledged(const Error& error) {
       ErrorCode::kUnavailable, "Kafka did not acknowledge the request: " + error.message, {}};
 }
 
-// Wall-clock milliseconds: a record's CreateTime, as librdkafka would stamp it.
-int64_t WallNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // One write in flight with a read barrier: its request's delivery report and its outcome, in
 // whichever order they come. The outcome is answered once the report came too, so the request's
 // position is acknowledged before the answer (the report nearly always comes first: the outcome

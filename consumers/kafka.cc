@@ -128,6 +128,12 @@ int64_t SteadyNowMs() {
       .count();
 }
 
+int64_t WallNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 uint64_t InFlight::Add(int64_t now_ms) {
   std::lock_guard lock(mu_);
   started_.emplace(next_, now_ms);
@@ -211,11 +217,7 @@ void Producer::Produce(const std::string& topic, const std::string& key, const s
   }
   const uint64_t token = in_flight_.Add(SteadyNowMs());
   // Stamped here rather than by librdkafka, so that the delivery report knows it.
-  if (timestamp_ms == 0) {
-    timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  }
+  if (timestamp_ms == 0) timestamp_ms = WallNowMs();
   auto* opaque =
       new Sending{.done =
                       [this, token, done = std::move(on_delivery)](Result<KafkaPosition> result) {
