@@ -65,6 +65,11 @@ struct ProjectionEntry {
   // §7), so `dcm serve` runs its runner at a lower CPU priority (--background-fold-nice). Under
   // load it yields the cores to the write path and folds in larger batches; idle, it runs at once.
   bool background = false;
+  // Against the mock, whether its runner takes what this process produced from the delivery
+  // reports (KafkaOptions::take_deliveries). Off for a projection another thread of this process
+  // folds the same records into at that moment (the registry: the registrar's own outcomes), which
+  // would contend with it for the projection's lock.
+  bool take_deliveries = true;
   std::function<std::unique_ptr<Projection>(const ProjectionDeps&)> make;
   // Entries that follow events with a retention (probes, HEALTH_EVENTS_RETENTION): true when the
   // entry (key, value) depends on events older than `cutoff_ms`, which a rebuild from what Kafka

@@ -149,10 +149,7 @@ void AddProjections(ServeParts& parts) {
   for (size_t i = 0; i < parts.projections.entries.size(); ++i) {
     const ProjectionEntry& entry = parts.projections.entries[i];
     RunnerOptions options{entry.topics.front(), topics.DeadLetter(), parts.kafka};
-    // The registrar folds its own outcomes into the registry as they are acknowledged; the
-    // registry runner taking them from the same acknowledgements would contend with it for the
-    // projection's lock (p99 24 -> 30 ms at 64 clients: BENCHMARKS.md, session 27).
-    if (entry.name == RegistryProjection::kName) options.kafka.take_deliveries = false;
+    options.kafka.take_deliveries = entry.take_deliveries;
     options.applied = &parts.applied_offsets;
     options.more_topics.assign(entry.topics.begin() + 1, entry.topics.end());
     options.expiring_topics = {topics.HealthProbes()};
