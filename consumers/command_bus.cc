@@ -66,23 +66,6 @@ void KafkaCommandBus::Reap() {
   waiters_->Expire(now);
 }
 
-KafkaCommandBus::Sent KafkaCommandBus::Stamp(const CloudEvent& request,
-                                             const std::string& value) const {
-  return Sent{request.subject, local_ ? value : std::string(), WallNowMs()};
-}
-
-void KafkaCommandBus::HandOff(const KafkaPosition& at, Sent sent) const {
-  if (!local_) return;
-  local_(KafkaMessage{
-      .topic = requests_topic_,
-      .partition = at.partition,
-      .offset = at.offset,
-      .timestamp_ms = at.log_append_time && local_on_mock_ ? sent.created : at.timestamp_ms,
-      .key = std::move(sent.key),
-      .value = std::move(sent.value),
-      .headers = {{kContentTypeHeader, kCloudEventsJson}}});
-}
-
 void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
   std::string value = EncodeCloudEvent(request);
   if (value.size() + request.subject.size() > kMaxRequestEventBytes) {
@@ -108,20 +91,16 @@ void KafkaCommandBus::Submit(const CloudEvent& request, Done done) {
     return SubmitTracked(request, std::move(value), partition, deadline, std::move(answer));
   }
   waiters_->Expect(request.id, deadline, std::move(answer));
-  Sent sent = Stamp(request, value);
-  const int64_t created = sent.created;
   producer_->Produce(
       requests_topic_, request.subject, std::move(value), {},
-      [this, waiters = waiters_, watch = &watch_, id = request.id,
-       sent = std::move(sent)](Result<KafkaPosition> result) mutable {
+      [waiters = waiters_, watch = &watch_, id = request.id](Result<KafkaPosition> result) {
         if (result) {
           watch->Acked(id);
-          HandOff(*result, std::move(sent));
         } else {
           waiters->Fail(id, Unacknowledged(result.error()));
         }
       },
-      partition, created);
+      partition);
 }
 
 void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value, int32_t partition,
@@ -142,16 +121,13 @@ void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value
                                }
                                flight->done(std::move(outcome));
                              });
-  Sent sent = Stamp(request, value);
-  const int64_t created = sent.created;
   producer_->Produce(
       requests_topic_, request.subject, std::move(value), {},
-      [this, flight, waiters = waiters_, watch = &watch_, id = request.id,
-       sent = std::move(sent)](Result<KafkaPosition> result) mutable {
+      [flight, barrier = barrier_, topic = &requests_topic_, waiters = waiters_, watch = &watch_,
+       id = request.id](Result<KafkaPosition> result) {
         if (result) {
           watch->Acked(id);
-          barrier_->Acknowledge(requests_topic_, result->partition, result->offset + 1);
-          HandOff(*result, std::move(sent));
+          barrier->Acknowledge(*topic, result->partition, result->offset + 1);
         }
         std::optional<CloudEvent> outcome;
         {
@@ -162,7 +138,7 @@ void KafkaCommandBus::SubmitTracked(const CloudEvent& request, std::string value
         if (outcome) return flight->done(std::move(*outcome));
         if (!result) waiters->Fail(id, Unacknowledged(result.error()));
       },
-      partition, created);
+      partition);
 }
 
 void KafkaCommandBus::Record(const CloudEvent& outcome) {

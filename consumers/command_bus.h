@@ -48,16 +48,6 @@ class KafkaCommandBus final : public CommandBus {
   // Acknowledges the positions of successful writes to `barrier` (null: none). Call before the
   // first Submit.
   void TrackAcknowledged(ReadBarrier* barrier) { barrier_ = barrier; }
-  // Hands each acknowledged request, as the log holds it (topic, position, timestamp, key,
-  // value, headers), to `sink` on the producer's delivery thread: this process's decider takes
-  // it from there instead of waiting to fetch it (Registrar::OfferLocal). `on_mock`: the brokers
-  // are librdkafka's mock, whose acknowledgements carry a false LogAppendTime (KafkaPosition).
-  // Call before the first Submit.
-  using LocalSink = std::function<void(KafkaMessage)>;
-  void HandOffAcknowledged(LocalSink sink, bool on_mock) {
-    local_ = std::move(sink);
-    local_on_mock_ = on_mock;
-  }
 
  private:
   void Reap();
@@ -77,19 +67,6 @@ class KafkaCommandBus final : public CommandBus {
   // partition decides it); 0: the producer's partitioner picks.
   int32_t partitions_;
   ReadBarrier* barrier_ = nullptr;
-  // What a request's hand-off needs once it is acknowledged: its key, its bytes (copied only when
-  // a sink takes them) and the CreateTime it is sent with (Stamp: now).
-  struct Sent {
-    std::string key;
-    std::string value;
-    int64_t created;
-  };
-  Sent Stamp(const CloudEvent& request, const std::string& value) const;
-  // Hands an acknowledged request to local_ (none when unset).
-  void HandOff(const KafkaPosition& at, Sent sent) const;
-
-  LocalSink local_;
-  bool local_on_mock_ = false;
   WriteWatch watch_;
   std::atomic<bool> running_{true};
   std::thread reaper_;

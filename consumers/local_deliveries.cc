@@ -37,15 +37,18 @@ void LocalDeliveries::Notify() {
     listener.to_notify = false;
     listener.woken = true;
     listener.cv.notify_one();
+    if (listener.wake) listener.wake();
   }
 }
 
-uint64_t LocalDeliveries::Register(std::vector<std::string> topics, bool offers) {
+uint64_t LocalDeliveries::Register(std::vector<std::string> topics, bool offers,
+                                   std::function<void()> wake) {
   std::lock_guard lock(mu_);
   const uint64_t id = next_id_++;
   Listener& listener = listeners_[id];
   listener.topics = std::move(topics);
   listener.offers = offers;
+  listener.wake = std::move(wake);
   listening_.store(listeners_.size(), std::memory_order_release);
   return id;
 }

@@ -10,11 +10,14 @@
 // records this process produced, unassigns its partitions, keeping its positions (Consumer,
 // KafkaOptions::idle_pause_ms). It then takes the acknowledged records that continue its
 // positions from here, and assigns its partitions again when a record it was not offered is
-// missing (another process wrote in between) or the pause ends.
+// missing (another process wrote in between) or the pause ends. The registrar, a group member
+// that never pauses, listens while it owns the request partition: a delivery ends its poll
+// (Register's `wake`), and it decides the offered requests that continue its position.
 //
 //   Producer delivery report ── Delivered(topic, record) ──▶ each listener on `topic`:
 //                                                           the record offered, the listener woken
 //   Consumer ── Register(topics) at assign ── Take(positions) ── Wait(id, deadline) ── Unregister
+//   Registrar ── Register(requests, wake) as it owns the partition ── Take ── Unregister
 //
 // A record is offered exactly as the log holds it (position, key, value, headers, the CreateTime
 // the producer stamped), so a fold cannot tell an offered record from a fetched one.
@@ -58,8 +61,10 @@ class LocalDeliveries {
   // it once it served a batch of delivery reports (one wake for the batch, not one a record).
   void Notify();
   // A listener on `topics`: a delivery to one of them from now on ends its next Wait at once,
-  // and, with `offers`, is kept for Take.
-  uint64_t Register(std::vector<std::string> topics, bool offers);
+  // and, with `offers`, is kept for Take. `wake` (optional) also runs at that Notify, under the
+  // lock: for a listener that waits elsewhere (the registrar, in its group's poll). Quick only.
+  uint64_t Register(std::vector<std::string> topics, bool offers,
+                    std::function<void()> wake = nullptr);
   // Blocks until a delivery to one of the listener's topics (true; the flag is then cleared) or
   // `deadline` (false).
   bool Wait(uint64_t id, TimePoint deadline);
@@ -86,6 +91,7 @@ class LocalDeliveries {
     // (topic, partition) -> offset -> the record.
     std::map<std::pair<std::string, int32_t>, std::map<int64_t, Offer>> offered;
     std::condition_variable cv;
+    std::function<void()> wake;
   };
   std::atomic<size_t> listening_{0};
   std::atomic<bool> to_notify_{false};

@@ -4,6 +4,7 @@
 #include <future>
 
 #include "consumers/dead_letter.h"
+#include "consumers/local_deliveries.h"
 #include "projections/instance_projection.h"
 #include "src/common/log.h"
 #include "src/common/retry.h"
@@ -42,13 +43,10 @@ Status Registrar::Start() {
                           },
                           [this] {
                             owner_ = false;
+                            StopListening();
                             Logger("registrar")->info("msg=\"registrar partition revoked\"");
                           }}));
   running_ = true;
-  {
-    std::lock_guard lock(local_mu_);
-    local_open_ = true;
-  }
   thread_ = NamedThread("registrar", [this] { Run(); });
   return OkStatus();
 }
@@ -57,11 +55,7 @@ void Registrar::Stop() {
   retry_wait_.Interrupt([this] { running_ = false; });
   if (options_.applied) options_.applied->Wake();  // a deletion waiting on the projections
   if (thread_.joinable()) thread_.join();
-  {
-    std::lock_guard lock(local_mu_);
-    local_open_ = false;
-    local_.clear();
-  }
+  StopListening();
   if (consumer_) consumer_->Close();  // leave the group now: a survivor takes over at once
   consumer_.reset();
 }
@@ -84,29 +78,30 @@ std::map<int32_t, int64_t> Registrar::OnAssign(const std::vector<int32_t>& parti
   catch_up_targets_.clear();
   caught_up_ = false;
   owner_ = true;
+  ListenForDeliveries();
   Logger("registrar")
       ->info("msg=\"registrar owns the request partition\" resume_offset={}", next_offset_);
   return offsets;
 }
 
-void Registrar::OfferLocal(KafkaMessage message) {
-  if (!owner_.load() || message.partition != 0 || message.timestamp_ms < 0) return;
-  std::lock_guard lock(local_mu_);
-  if (!local_open_ || local_.size() >= kMaxLocal) return;
-  local_.emplace(message.offset, std::move(message));
-  consumer_->Wake();
+void Registrar::ListenForDeliveries() {
+  StopListening();
+  if (!options_.take_deliveries) return;
+  deliveries_ = LocalDeliveries::Instance().Register({options_.requests_topic}, true,
+                                                     [c = consumer_.get()] { c->Wake(); });
 }
 
-std::vector<KafkaMessage> Registrar::TakeLocal() {
-  std::vector<KafkaMessage> out;
-  std::lock_guard lock(local_mu_);
-  local_.erase(local_.begin(), local_.lower_bound(next_offset_));
-  for (auto it = local_.begin();
-       it != local_.end() && it->first == next_offset_ + static_cast<int64_t>(out.size()) &&
-       out.size() < options_.batch_size;
-       it = local_.erase(it)) {
-    out.push_back(std::move(it->second));
-  }
+void Registrar::StopListening() {
+  if (deliveries_) LocalDeliveries::Instance().Unregister(deliveries_);
+  deliveries_ = 0;
+}
+
+std::vector<KafkaMessage> Registrar::TakeDelivered() {
+  if (!deliveries_) return {};
+  LocalDeliveries::Positions positions{{options_.requests_topic, {{0, next_offset_}}}};
+  std::optional<LocalDeliveries::TimePoint> oldest_kept;  // a missing one: the fetch brings it
+  auto out =
+      LocalDeliveries::Instance().Take(deliveries_, positions, options_.batch_size, &oldest_kept);
   if (!out.empty()) {
     metrics_
         ->GetCounter("dcm_registrar_handed_off_total",
@@ -118,7 +113,7 @@ std::vector<KafkaMessage> Registrar::TakeLocal() {
 
 Result<std::vector<KafkaMessage>> Registrar::NextBatch() {
   std::vector<KafkaMessage> local;
-  if (owner_.load() && !catch_up_pending_) local = TakeLocal();
+  if (owner_.load() && !catch_up_pending_) local = TakeDelivered();
   // Polled even with offered requests at hand, without waiting then: the poll serves the
   // group's callbacks and drains the fetched copies.
   auto fetched = consumer_->ConsumeBatch(options_.batch_size, local.empty() ? kPollMs : 0);

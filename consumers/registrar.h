@@ -11,7 +11,8 @@
 //      └────revoke────────┘  + offset in one RocksDB batch (+ the outcomes, folded into this
 //                                instance's registry projection: RegistrarOptions::registry)
 //
-// The requests this process produced also come straight from their acknowledgements (OfferLocal),
+// On the mock (RegistrarOptions::take_deliveries), while it owns the partition, the requests this
+// process produced also come straight from their acknowledgements (consumers/local_deliveries.h),
 // so they are decided without waiting for the fetch; the fetched copies are skipped by offset.
 //
 // A new owner's decider state may be behind (another instance decided since). Before deciding,
@@ -87,6 +88,11 @@ struct RegistrarOptions {
   // the request's waiter completes without waiting for the registry runner to fetch the outcome
   // (projections/registry_projection.h explains why that changes no state).
   RegistryProjection* registry = nullptr;
+  // librdkafka's mock only (its acknowledgements carry no log time, and it answers a fetch only
+  // after the fetch wait): while this instance owns the request partition and has caught up, the
+  // requests a producer of this process wrote there are decided from their acknowledgements
+  // (LocalDeliveries), as the log holds them, as soon as every request before them is decided.
+  bool take_deliveries = false;
 };
 
 class Registrar {
@@ -105,19 +111,17 @@ class Registrar {
   // What retention dropped that it needed (see above); with an outcome-log gap it stands by and
   // is never Healthy() again.
   const RetentionGaps& Gaps() const { return gaps_; }
-  // A request this process produced, acknowledged at its position, as the log holds it
-  // (KafkaCommandBus::HandOffAcknowledged; any thread). While this instance owns the request
-  // partition and has caught up, Run decides it as soon as every request before it is decided,
-  // without waiting to fetch it; the copy it fetches later is skipped by offset like any
-  // re-delivery. Otherwise it is dropped: the fetch brings it, as it brings every other request.
-  void OfferLocal(KafkaMessage message);
 
  private:
   void Run();
-  // The next requests to decide: the offered ones that continue the log at next_offset_,
+  // The next requests to decide: the delivered ones that continue the log at next_offset_,
   // followed by what the consumer has fetched beyond them (no wait); else a poll.
   Result<std::vector<KafkaMessage>> NextBatch();
-  std::vector<KafkaMessage> TakeLocal();
+  std::vector<KafkaMessage> TakeDelivered();
+  // Listens for this process's deliveries of requests while it owns the partition (a delivery
+  // ends the poll), and stops. Registrar thread, or Stop's after it joined.
+  void ListenForDeliveries();
+  void StopListening();
   // Folds the outcomes other owners produced since this instance's stored outcome offset, then
   // seeks the request log to the first request they do not answer. False: the outcome log lost
   // records it needs (a gap, reported in gaps_).
@@ -175,11 +179,7 @@ class Registrar {
   // each assignment; runner thread only.
   std::map<std::pair<std::string, std::string>, std::map<int32_t, int64_t>> catch_up_targets_;
   bool caught_up_ = false;
-  // Offered requests by offset (OfferLocal); at most kMaxLocal, the rest is fetched.
-  static constexpr size_t kMaxLocal = 4096;
-  std::mutex local_mu_;
-  std::map<int64_t, KafkaMessage> local_;
-  bool local_open_ = false;  // between Start and Stop: consumer_ may be woken
+  uint64_t deliveries_ = 0;  // the LocalDeliveries listener while it owns the partition; 0: none
 };
 
 }  // namespace dcm

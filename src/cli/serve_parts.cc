@@ -267,6 +267,7 @@ void AddRegistrar(ServeParts& parts) {
   options.kafka = RegistrarConsumerOptions(parts.kafka, parts.on_mock,
                                            parts.settings.mock_registrar_fetch_wait_ms);
   options.applied = &parts.applied_offsets;
+  options.take_deliveries = parts.on_mock;
   // Answers without the registry runner's fetch hop (RegistrarOptions::registry).
   options.registry = parts.projections.Find<RegistryProjection>(RegistryProjection::kName);
   parts.registrar = std::make_unique<Registrar>(options, parts.store.get(), &parts.views->registry,
@@ -424,11 +425,6 @@ Status AddCommandBuses(ServeParts& parts) {
       config.topics.Instances(), limits(parts.settings.operation_timeout, false),
       &SystemClock::Instance(), &parts.metrics, request_partitions);
   parts.commands->TrackAcknowledged(parts.read_barrier.get());
-  if (parts.registrar) {
-    parts.commands->HandOffAcknowledged(
-        [r = parts.registrar.get()](KafkaMessage request) { r->OfferLocal(std::move(request)); },
-        parts.on_mock);
-  }
   parts.instance_commands->TrackAcknowledged(parts.read_barrier.get());
   return OkStatus();
 }

@@ -44,6 +44,28 @@ TEST(LocalDeliveriesTest, ADeliveryToOneOfItsTopicsWakesTheListenerAtTheNextNoti
   deliveries.Unregister(id);
 }
 
+// A listener that waits elsewhere (the registrar, in its group's poll) is woken by its callback,
+// once per Notify that follows deliveries to its topics.
+TEST(LocalDeliveriesTest, AListenersWakeCallbackRunsAtTheNotifyAfterADeliveryToItsTopics) {
+  LocalDeliveries deliveries;
+  int wakes = 0;
+  const uint64_t id = deliveries.Register({"dcm.provider-requests"}, true, [&] { ++wakes; });
+  Deliver(deliveries, "dcm.provider-requests", 0, 0);
+  Deliver(deliveries, "dcm.provider-requests", 0, 1);
+  EXPECT_EQ(wakes, 0);  // not before the producer's poll is served
+  deliveries.Notify();
+  EXPECT_EQ(wakes, 1);  // one wake for the poll's records
+  deliveries.Notify();
+  EXPECT_EQ(wakes, 1);  // nothing delivered since
+  Deliver(deliveries, "dcm.providers", 0, 0);
+  deliveries.Notify();
+  EXPECT_EQ(wakes, 1);  // another topic
+  LocalDeliveries::Positions positions{{"dcm.provider-requests", {{0, 0}}}};
+  std::optional<LocalDeliveries::TimePoint> waiting;
+  EXPECT_EQ(Offsets(deliveries.Take(id, positions, 10, &waiting)), (std::vector<int64_t>{0, 1}));
+  deliveries.Unregister(id);
+}
+
 TEST(LocalDeliveriesTest, ADeliveryToAnotherTopicDoesNotWake) {
   LocalDeliveries deliveries;
   const uint64_t id = deliveries.Register({"dcm.instances"}, false);
