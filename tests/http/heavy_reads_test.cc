@@ -21,21 +21,25 @@ namespace {
 using namespace std::chrono_literals;
 
 // Holds a pool thread until Open(): Submit(gate.Task(), ...) then Started() waits until it runs.
+// The task shares the promises' states and never touches the Gate, which a test may destroy
+// before the pool's thread has left the task (the pool outlives it); a Gate destroyed unopened
+// lets the task go on.
 class Gate {
  public:
   HeavyReads::Task Task() {
-    return [this](Deadline) {
-      started_.set_value();
-      open_.get_future().wait();
+    return [started = started_, open = open_](Deadline) {
+      started->set_value();
+      open.wait();
     };
   }
   void Started() { started_future_.wait(); }
-  void Open() { open_.set_value(); }
+  void Open() { open_promise_->set_value(); }
 
  private:
-  std::promise<void> started_;
-  std::future<void> started_future_ = started_.get_future();
-  std::promise<void> open_;
+  std::shared_ptr<std::promise<void>> started_ = std::make_shared<std::promise<void>>();
+  std::future<void> started_future_ = started_->get_future();
+  std::shared_ptr<std::promise<void>> open_promise_ = std::make_shared<std::promise<void>>();
+  std::shared_future<void> open_ = open_promise_->get_future().share();
 };
 
 // A Respond whose answer a test can wait for (it may come from a pool thread).
