@@ -432,8 +432,9 @@ class HealthFlowTest : public ::testing::Test {
 
   // True once the probers of `instances` each own some partitions of dcm.health, together all
   // of them, none twice, and have loaded `providers` providers between them.
-  bool WaitForSplit(const std::vector<Instance*>& instances, size_t providers) {
-    return WaitUntil(
+  ::testing::AssertionResult WaitForSplit(const std::vector<Instance*>& instances,
+                                          size_t providers) {
+    const bool split = WaitUntil(
         [&] {
           std::set<int32_t> all;
           size_t owned = 0, loaded = 0;
@@ -448,6 +449,16 @@ class HealthFlowTest : public ::testing::Test {
                  loaded == providers;
         },
         GroupSettleTimeout());
+    if (split) return ::testing::AssertionSuccess();
+    auto failure = ::testing::AssertionFailure()
+                   << "want " << env_->config.partitions << " partitions and " << providers
+                   << " providers between the probers; have";
+    for (Instance* in : instances) {
+      failure << " [partitions";
+      for (int32_t p : in->prober->OwnedPartitions()) failure << " " << p;
+      failure << ", providers " << in->prober->OwnedProviders() << "]";
+    }
+    return failure;
   }
 
   // Registers `count` providers through `in`, and returns their ids.
