@@ -19,6 +19,13 @@ using kafka_internal::LogCallback;
 using kafka_internal::NewConf;
 using kafka_internal::ToKafkaMessage;
 
+// Wall-clock milliseconds: the CreateTime Produce stamps on a record by default.
+int64_t WallNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // What Produce gives librdkafka with each record, back in its delivery report.
 struct Sending {
   Producer::OnDelivery done;
@@ -125,12 +132,6 @@ KafkaMessage ToKafkaMessage(const rd_kafka_message_t* m, int64_t timestamp_ms) {
 int64_t SteadyNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t WallNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 

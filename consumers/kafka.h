@@ -86,8 +86,6 @@ Error FromKafka(int error_code, const std::string& context);
 
 // Milliseconds of a monotonic clock: when produces were queued (InFlight, KafkaMonitor).
 int64_t SteadyNowMs();
-// Wall-clock milliseconds: the CreateTime Producer::Produce stamps on a record by default.
-int64_t WallNowMs();
 
 // The produces of one producer not yet acknowledged (nor failed), with when each was queued: the
 // age of the oldest tells a stalled broker (consumers/kafka_monitor.h). Thread-safe.

@@ -67,6 +67,8 @@ bool LocalDeliveries::Wait(uint64_t id, TimePoint deadline) {
 std::vector<KafkaMessage> LocalDeliveries::Take(uint64_t id, Positions& positions, size_t max,
                                                 std::optional<TimePoint>* oldest_kept) {
   std::vector<KafkaMessage> out;
+  std::optional<TimePoint> unwanted;
+  if (!oldest_kept) oldest_kept = &unwanted;
   oldest_kept->reset();
   std::lock_guard lock(mu_);
   auto found = listeners_.find(id);

@@ -72,9 +72,10 @@ class LocalDeliveries {
   // advances `positions` past them and drops offers below them (or of partitions not in
   // `positions`). `oldest_kept` is when the oldest offer kept beyond a position arrived (a record
   // before it was not offered, yet), if any; TimePoint::min() beyond a logical position
-  // (Consumer::kBeginning, kEnd), which only a fetch resolves.
+  // (Consumer::kBeginning, kEnd), which only a fetch resolves. Null: not wanted (the registrar's
+  // poll fetches a missing record anyway).
   std::vector<KafkaMessage> Take(uint64_t id, Positions& positions, size_t max,
-                                 std::optional<TimePoint>* oldest_kept);
+                                 std::optional<TimePoint>* oldest_kept = nullptr);
   void Unregister(uint64_t id);
 
  private:

@@ -99,9 +99,7 @@ void Registrar::StopListening() {
 std::vector<KafkaMessage> Registrar::TakeDelivered() {
   if (!deliveries_) return {};
   LocalDeliveries::Positions positions{{options_.requests_topic, {{0, next_offset_}}}};
-  std::optional<LocalDeliveries::TimePoint> oldest_kept;  // a missing one: the fetch brings it
-  auto out =
-      LocalDeliveries::Instance().Take(deliveries_, positions, options_.batch_size, &oldest_kept);
+  auto out = LocalDeliveries::Instance().Take(deliveries_, positions, options_.batch_size);
   if (!out.empty()) {
     metrics_
         ->GetCounter("dcm_registrar_handed_off_total",
