@@ -313,7 +313,7 @@ KafkaOptions ProviderOutcomeOptions(KafkaOptions options) {
   return options;
 }
 
-KafkaOptions RegistrarConsumerOptions(KafkaOptions options, bool on_mock, int mock_wait_ms) {
+KafkaOptions MockFetchWaitOptions(KafkaOptions options, bool on_mock, int mock_wait_ms) {
   if (on_mock && mock_wait_ms > 0) options.fetch_wait_max_ms = mock_wait_ms;
   return options;
 }

@@ -155,6 +155,7 @@ Result<ServeSettings> ResolveFlags(const ServeFlags& flags) {
   if (!flags.fetch_wait_given) {
     settings.mock_fetch_wait_ms = kMockFetchWaitMs;
     settings.mock_registrar_fetch_wait_ms = kMockRegistrarFetchWaitMs;
+    settings.mock_background_fetch_wait_ms = kMockBackgroundFetchWaitMs;
   }
   settings.temp_data_dir = config.dev && !flags.data_dir_given;
   return settings;
@@ -343,7 +344,7 @@ void RegisterConsumerFlags(CLI::App* cmd, ServeFlags& flags) {
       ->capture_default_str();
   cmd->add_option("--fetch-wait-max-ms", c.fetch_wait_max_ms,
                   "Consumer long-poll (not given, against the embedded mock or dcm dev-kafka: 5, "
-                  "and 1 for the registrar's consumer)")
+                  "1 for the registrar's consumer, 20 for the audit and health folds)")
       ->envname("DCM_FETCH_WAIT_MAX_MS")
       ->check(CLI::Range(1, 5000))
       ->capture_default_str();

@@ -153,7 +153,11 @@ void AddProjections(ServeParts& parts) {
     options.applied = &parts.applied_offsets;
     options.more_topics.assign(entry.topics.begin() + 1, entry.topics.end());
     options.expiring_topics = {topics.HealthProbes()};
-    if (entry.background) options.nice = parts.config.background_fold_nice;
+    if (entry.background) {
+      options.nice = parts.config.background_fold_nice;
+      options.kafka = MockFetchWaitOptions(options.kafka, parts.on_mock,
+                                           parts.settings.mock_background_fetch_wait_ms);
+    }
     auto& runner = parts.runners.emplace_back(std::make_unique<ProjectionRunner>(
         options, parts.store.get(), parts.projections.projections[i].get(), parts.producer.get(),
         &parts.metrics));
@@ -263,9 +267,10 @@ void AddRegistrar(ServeParts& parts) {
   options.live_instances = [v = parts.views.get()](const std::string& provider_id) {
     return v->instances.LiveInstances(provider_id);
   };
-  // Its own short long-poll on the mock (~5 % of a core more while idle).
-  options.kafka = RegistrarConsumerOptions(parts.kafka, parts.on_mock,
-                                           parts.settings.mock_registrar_fetch_wait_ms);
+  // Its own short long-poll on the mock (~5 % of a core more while idle;
+  // kMockRegistrarFetchWaitMs).
+  options.kafka =
+      MockFetchWaitOptions(parts.kafka, parts.on_mock, parts.settings.mock_registrar_fetch_wait_ms);
   options.applied = &parts.applied_offsets;
   options.take_deliveries = parts.on_mock;
   // Answers without the registry runner's fetch hop (RegistrarOptions::registry).

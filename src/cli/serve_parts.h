@@ -78,8 +78,11 @@ struct ServeSettings {
   // which answers an empty fetch only after the whole wait); 0: keep the configured one.
   int mock_fetch_wait_ms = 0;
   // > 0: the registrar's long-poll on the mock, embedded or `dcm dev-kafka`
-  // (RegistrarConsumerOptions, consumers/kafka.h); 0: the same as every consumer's.
+  // (MockFetchWaitOptions, consumers/kafka.h); 0: the same as every consumer's.
   int mock_registrar_fetch_wait_ms = 0;
+  // > 0: the background folds' long-poll on the mock (ProjectionEntry::background; no write's
+  // answer waits for them); 0: the same as every consumer's.
+  int mock_background_fetch_wait_ms = 0;
 };
 
 // The read side every consumer and handler queries, over the one store.

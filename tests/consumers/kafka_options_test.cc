@@ -29,19 +29,27 @@ TEST(KafkaOptionsTest, AnOperatorsInFlightSettingWinsOverTheCommandPathDefault) 
 }
 
 TEST(KafkaOptionsTest, OnTheMockTheRegistrarPollsShorterThanTheOtherConsumers) {
-  const KafkaOptions options = RegistrarConsumerOptions(Configured(), /*on_mock=*/true, 1);
+  const KafkaOptions options = MockFetchWaitOptions(Configured(), /*on_mock=*/true, 1);
   EXPECT_EQ(options.fetch_wait_max_ms, 1);
   EXPECT_EQ(options.brokers, "127.0.0.1:9092");
   EXPECT_EQ(options.extra.at("client.rack"), "r1");
 }
 
 TEST(KafkaOptionsTest, OnARealBrokerTheRegistrarKeepsTheConfiguredLongPoll) {
-  EXPECT_EQ(RegistrarConsumerOptions(Configured(), /*on_mock=*/false, 1).fetch_wait_max_ms, 100);
+  EXPECT_EQ(MockFetchWaitOptions(Configured(), /*on_mock=*/false, 1).fetch_wait_max_ms, 100);
 }
 
 TEST(KafkaOptionsTest, AGivenFetchWaitLeavesNoRegistrarWaitOfItsOwn) {
   // --fetch-wait-max-ms given: serve passes 0, and the registrar polls like every consumer.
-  EXPECT_EQ(RegistrarConsumerOptions(Configured(), /*on_mock=*/true, 0).fetch_wait_max_ms, 100);
+  EXPECT_EQ(MockFetchWaitOptions(Configured(), /*on_mock=*/true, 0).fetch_wait_max_ms, 100);
+}
+
+TEST(KafkaOptionsTest, OnTheMockTheBackgroundFoldsPollLongerThanTheWritePath) {
+  EXPECT_GT(kMockBackgroundFetchWaitMs, kMockFetchWaitMs);
+  EXPECT_GT(kMockFetchWaitMs, kMockRegistrarFetchWaitMs);
+  EXPECT_EQ(MockFetchWaitOptions(Configured(), /*on_mock=*/true, kMockBackgroundFetchWaitMs)
+                .fetch_wait_max_ms,
+            kMockBackgroundFetchWaitMs);
 }
 
 }  // namespace
