@@ -343,8 +343,7 @@ void RegisterConsumerFlags(CLI::App* cmd, ServeFlags& flags) {
       ->check(CLI::Range(1000, 300000))
       ->capture_default_str();
   cmd->add_option("--fetch-wait-max-ms", c.fetch_wait_max_ms,
-                  "Consumer long-poll (not given, against the embedded mock or dcm dev-kafka: 5, "
-                  "1 for the registrar's consumer, 20 for the audit and health folds)")
+                  "Consumer long-poll (not given, on the mock: 5; registrar 1; audit, health 20)")
       ->envname("DCM_FETCH_WAIT_MAX_MS")
       ->check(CLI::Range(1, 5000))
       ->capture_default_str();
