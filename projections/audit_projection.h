@@ -70,7 +70,7 @@ class AuditProjection final : public Projection {
   static constexpr char kName[] = "audit";
   static constexpr char kPrefix[] = "au/";
   // The key families whose new keys come in time order (au/e/, au/t/): StoreOptions's
-  // ordered_prefixes (the audit fold's CPU 0.91x with them: BENCHMARKS.md, #16 session 34).
+  // ordered_prefixes. Their memtable inserts then cost about a third less (BENCHMARKS.md).
   static std::vector<std::string> TimeOrderedPrefixes();
 
   // `providers_topic`: the topic whose subjects are listed for GET /providers?as_of.
