@@ -90,10 +90,6 @@ std::string UnescapeAuditEntity(std::string_view escaped) {
   return out;
 }
 
-std::vector<std::string> AuditProjection::TimeOrderedPrefixes() {
-  return {std::string(kTimePrefix), std::string(kProbeSeenPrefix)};
-}
-
 AuditProjection::AuditProjection(Store* store, std::string providers_topic, Metrics* metrics,
                                  AuditRetention retention)
     : store_(store), providers_topic_(std::move(providers_topic)), retention_(retention) {

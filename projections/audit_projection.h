@@ -69,9 +69,6 @@ class AuditProjection final : public Projection {
  public:
   static constexpr char kName[] = "audit";
   static constexpr char kPrefix[] = "au/";
-  // The key families whose new keys come in time order (au/e/, au/t/): StoreOptions's
-  // ordered_prefixes. Their memtable inserts then cost about a third less (BENCHMARKS.md).
-  static std::vector<std::string> TimeOrderedPrefixes();
 
   // `providers_topic`: the topic whose subjects are listed for GET /providers?as_of.
   AuditProjection(Store* store, std::string providers_topic, Metrics* metrics,

@@ -5,7 +5,6 @@
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/memtablerep.h>
-#include <rocksdb/slice_transform.h>
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -42,28 +41,6 @@ int64_t SteadyNowNs() {
 }
 
 constexpr std::string_view kOffsetPrefix = "__offset/";
-
-// Names the key family (StoreOptions::ordered_prefixes) a key belongs to: the memtable keeps one
-// insert hint per family, where its last key went in.
-class OrderedFamilies final : public rocksdb::SliceTransform {
- public:
-  explicit OrderedFamilies(std::vector<std::string> prefixes) : prefixes_(std::move(prefixes)) {}
-  const char* Name() const override { return "dcm.OrderedFamilies"; }
-  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
-    const std::string* family = Find(key);
-    return family ? rocksdb::Slice(key.data(), family->size()) : key;
-  }
-  bool InDomain(const rocksdb::Slice& key) const override { return Find(key) != nullptr; }
-
- private:
-  const std::string* Find(const rocksdb::Slice& key) const {
-    for (const std::string& prefix : prefixes_) {
-      if (key.starts_with(prefix)) return &prefix;
-    }
-    return nullptr;
-  }
-  std::vector<std::string> prefixes_;
-};
 
 }  // namespace
 
@@ -132,13 +109,6 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions
     // assertion-enabled RocksDB makes the registrar's largest cost (BENCHMARKS.md, issue #16).
     opts.memtable_whole_key_filtering = true;
     opts.memtable_prefix_bloom_size_ratio = 0.02;
-    if (!options.ordered_prefixes.empty()) {
-      // RocksDB ignores insert hints under concurrent memtable writes. Those were rare anyway: a
-      // write group of one inserts alone (BENCHMARKS.md, issue #16, session 34).
-      opts.allow_concurrent_memtable_write = false;
-      opts.memtable_insert_with_hint_prefix_extractor =
-          std::make_shared<OrderedFamilies>(options.ordered_prefixes);
-    }
   }
   if (options.bulk_load) {
     opts.PrepareForBulkLoad();

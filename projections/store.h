@@ -100,10 +100,6 @@ struct StoreOptions {
   std::chrono::milliseconds free_space_check_interval{100};
   // The free bytes of the filesystem holding `path` (default: statvfs). A test seam.
   std::function<Result<uint64_t>(const std::string& path)> free_bytes = {};
-  // Key families whose new keys arrive mostly in increasing order (the audit index's time keys).
-  // The memtable remembers where each family's last key went in, and starts the next insert
-  // there instead of at the top of its skiplist. Not in bulk mode (its memtable is a vector).
-  std::vector<std::string> ordered_prefixes = {};
 };
 
 class Store {

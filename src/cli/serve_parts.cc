@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "consumers/topic_admin.h"
-#include "projections/audit_projection.h"
 #include "src/cli/commands.h"
 #include "src/common/log.h"
 #include "src/http/router.h"
@@ -94,12 +93,9 @@ Status AddStore(ServeParts& parts) {
     return MakeError(ErrorCode::kInternal,
                      "cannot create data dir " + config.data_dir + ": " + ec.message());
   }
-  ASSIGN_OR_RETURN(
-      parts.store,
-      Store::Open(
-          config.data_dir + "/state",
-          StoreOptions{.min_free_bytes = static_cast<uint64_t>(config.min_free_disk_mb << 20),
-                       .ordered_prefixes = AuditProjection::TimeOrderedPrefixes()}));
+  ASSIGN_OR_RETURN(parts.store, Store::Open(config.data_dir + "/state",
+                                            StoreOptions{.min_free_bytes = static_cast<uint64_t>(
+                                                             config.min_free_disk_mb << 20)}));
   parts.views = std::make_unique<Views>(parts.store.get());
   // Not ready while the disk is below the reserve, a write failed, or a file is corrupt.
   parts.components.Add(

@@ -153,35 +153,6 @@ TEST_F(StoreScanTest, DoesNotSeeUnwrittenBatches) {
   EXPECT_EQ(ScanAll(*store_, "p/").size(), 4u);
 }
 
-// The insert hints of ordered families only choose where a memtable insert starts: keys that
-// arrive out of order, from several batches and families at once, still read back in key order.
-TEST(StoreTest, OrderedFamiliesReadBackInKeyOrderWhateverTheInsertOrder) {
-  auto store = Store::Open("/mem/ordered",
-                           StoreOptions{.in_memory = true, .ordered_prefixes = {"t/", "u/"}});
-  ASSERT_TRUE(store.has_value()) << store.error().message;
-  std::map<std::string, std::string> expected;
-  // Mostly increasing, with late arrivals and an unhinted family in between.
-  const std::vector<int> order = {5, 6, 7, 1, 8, 9, 3, 10, 2, 11, 4, 12};
-  for (int i : order) {
-    StoreBatch batch;
-    for (const std::string family : {"t/", "u/", "x/"}) {
-      const std::string key = family + (i < 10 ? "0" : "") + std::to_string(i);
-      batch.PutUnread(key, "v" + std::to_string(i));
-      expected[key] = "v" + std::to_string(i);
-    }
-    ASSERT_TRUE((*store)->Write(batch));
-  }
-  for (const std::string family : {"t/", "u/", "x/"}) {
-    Entries want;
-    for (const auto& [k, v] : expected) {
-      if (k.starts_with(family)) want.emplace_back(k, v);
-    }
-    EXPECT_EQ(ScanAll(**store, family), want) << family;
-    EXPECT_EQ(want.size(), order.size());
-  }
-  EXPECT_EQ(GetOrDie(**store, "t/03"), "v3");
-}
-
 TEST(StoreOffsetsTest, OffsetsWrittenInTheSameBatchAreLoadedBack) {
   auto store = OpenInMemory();
   ASSERT_TRUE(store);
