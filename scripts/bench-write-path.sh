@@ -21,6 +21,7 @@
 # PEER_EACH_RUN=1 also starts one PostgreSQL cluster as run.sh does (its schema, its 50,000 seed
 # rows) and runs the same pgbench load (dcm_like.sql, 64 clients) for DURATION after each new run:
 # the peer then sees the machine of the runs next to it, and each round gives a new/peer ratio.
+# The cluster is stopped (a fast shutdown: a checkpoint) whenever dcm runs.
 # This host's speed drifted by up to 40 % within minutes (BENCHMARKS.md, issue #16, session 22).
 #
 # HEALTH_INTERVAL=10m passes --health-check-interval to both builds' registration runs (not the
@@ -54,31 +55,39 @@ PEER_DIR=$(dirname "$PEER_SCRIPT")
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 PG_PORT=${PG_PORT:-55433}
 PG_WORK=""
+pg_up() {
+  su postgres -c "$PG_BIN/pg_ctl -D $PG_WORK/data -w -o '-p $PG_PORT -k $PG_WORK \
+    -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=512MB' \
+    -l $PG_WORK/log start" >/dev/null
+}
+# A fast shutdown ends with a checkpoint, so no write-back or autovacuum of the peer's run
+# overlaps the dcm runs after it (session 35 saw dcm's p99 triple beside a live cluster).
+pg_down() { su postgres -c "$PG_BIN/pg_ctl -D $PG_WORK/data -w stop -m fast" >/dev/null; }
 peer_start() {
   PG_WORK=$(mktemp -d)
   chown postgres "$PG_WORK"
   su postgres -c "$PG_BIN/initdb -D $PG_WORK/data" >/dev/null
-  su postgres -c "$PG_BIN/pg_ctl -D $PG_WORK/data -o '-p $PG_PORT -k $PG_WORK \
-    -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=512MB' \
-    -l $PG_WORK/log start" >/dev/null
-  sleep 2
+  pg_up
   local psql=(psql -q -h 127.0.0.1 -p "$PG_PORT" -U postgres)
   "${psql[@]}" -f "$PEER_DIR/schema.sql" postgres 2>/dev/null
   "${psql[@]}" -c "insert into providers (id,name,endpoint,service_type,schema_version,metadata)
     select gen_random_uuid()::text, 'seed-'||g, 'https://x'||g, 'vm','v1alpha1',
     '{\"region_code\":\"us-east-1\"}' from generate_series(1,50000) g" postgres
+  pg_down
 }
 peer_stop() {
   [ -n "$PG_WORK" ] || return 0
-  su postgres -c "$PG_BIN/pg_ctl -D $PG_WORK/data stop -m fast" >/dev/null || true
+  pg_down 2>/dev/null || true
   rm -rf "$PG_WORK"
   PG_WORK=""
 }
 # One pgbench run of the peer's registration load (label: the run number).
 peer_run() {
   local tps
+  pg_up
   tps=$(pgbench -n -h 127.0.0.1 -p "$PG_PORT" -U postgres -c 64 -j 2 -T "${DURATION%s}" \
     -f "$PEER_DIR/dcm_like.sql" postgres 2>&1 | sed -nE 's/^tps = ([0-9.]+).*/\1/p')
+  pg_down
   echo "peer run $1: $tps tps" | tee -a "$OUT/peer-each"
 }
 trap peer_stop EXIT
