@@ -3,6 +3,8 @@
 -- With $DCM_TOKEN set, every request carries it as a bearer token (scripts/bench-auth.sh).
 -- With $MAX_PER_THREAD set, each thread stops after that many answers (scripts/bench-heavy-reads.sh
 -- loads an exact number of providers so).
+-- With $GAPS_FILE set, each thread appends "<unix time> <ms>" there for every gap of more than 15 ms
+-- between two of its answers (where the p99's outliers are: BENCHMARKS.md, issue #16, session 36).
 local counter = 0
 local thread_id = 0
 local threads = {}
@@ -35,9 +37,31 @@ end
 local max_per_thread = tonumber(os.getenv("MAX_PER_THREAD") or "")
 local answered = 0
 
+local gaps_file = os.getenv("GAPS_FILE")
+local now, gaps, last
+if gaps_file and gaps_file ~= "" then
+  local ffi = require("ffi")
+  ffi.cdef [[ typedef struct { long tv_sec; long tv_nsec; } dcm_timespec;
+              int clock_gettime(int, dcm_timespec*); ]]
+  local ts = ffi.new("dcm_timespec")
+  now = function()
+    ffi.C.clock_gettime(0, ts)
+    return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+  end
+end
+
 function response(status, headers, body)
   if status ~= 201 then
     errors = (errors or 0) + 1
+  end
+  if now then
+    local t = now()
+    if last and t - last > 0.015 then
+      gaps = gaps or io.open(gaps_file, "a")
+      gaps:write(string.format("%.3f %.1f\n", t, (t - last) * 1000))
+      gaps:flush()
+    end
+    last = t
   end
   answered = answered + 1
   if max_per_thread and answered >= max_per_thread then wrk.thread:stop() end
