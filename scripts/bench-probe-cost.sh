@@ -13,6 +13,7 @@
 #   RUNS=5 DCM=/work/baseline/build-bench/src/dcm ./scripts/bench-probe-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 DCM=${DCM:-build-bench/src/dcm}
 RUNS=${RUNS:-3}
 N=${N:-6000}
@@ -47,11 +48,7 @@ for run in $(seq 1 "$RUNS"); do
     --health-check-interval "$INTERVAL" --health-check-max-consecutive-failures 1000 \
     >"$OUT/serve.out" 2>"$OUT/serve.err" &
   pid=$!
-  for _ in $(seq 1 200); do curl -sf "$URL/readyz" >/dev/null && break; sleep 0.1; done
-  for _ in $(seq 1 200); do
-    curl -s "$URL/admin/info" | grep -q '"registrar_owner":true' && break
-    sleep 0.1
-  done
+  wait_ready
   MAX_PER_THREAD=$N wrk -t1 -c16 -d60s -s tests/bench/register.lua "$URL" >/dev/null
   sleep "$SETTLE"
   p0=$(probes)

@@ -17,6 +17,7 @@
 #   PART=storm RUNS=5 ./scripts/bench-watch.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 DCM=${DCM:-build-bench/src/dcm}
 LOAD=${LOAD:-build-bench/tests/bench/watch_load}
 RUNS=${RUNS:-3}
@@ -56,11 +57,7 @@ start_serve() {
   DCM_MAX_CONNECTIONS_PER_CLIENT=0 "$DCM" serve --dev --listen "127.0.0.1:$PORT" \
     --data-dir "$OUT/data" --http-threads 1 >"$OUT/serve.out" 2>&1 &
   PID=$!
-  for _ in $(seq 1 200); do curl -sf "$URL/readyz" >/dev/null && break; sleep 0.1; done
-  for _ in $(seq 1 200); do
-    curl -s "$URL/admin/info" | grep -q '"registrar_owner":true' && break
-    sleep 0.1
-  done
+  wait_ready
 }
 stop_serve() { kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; }
 

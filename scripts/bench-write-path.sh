@@ -32,6 +32,7 @@
 # a longer interval holds them out; each registration's own immediate probe stays in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 RUNS=${RUNS:-5}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-3s}
@@ -91,15 +92,6 @@ peer_run() {
   echo "peer run $1: $tps tps" | tee -a "$OUT/peer-each"
 }
 trap peer_stop EXIT
-
-wait_ready() {
-  for _ in $(seq 1 200); do curl -sf "$URL/readyz" >/dev/null && break; sleep 0.1; done
-  # The registrar's first group join takes ~3 s on the mock: wait until it owns the partition.
-  for _ in $(seq 1 200); do
-    curl -s "$URL/admin/info" | grep -q '"registrar_owner":true' && break
-    sleep 0.1
-  done
-}
 
 # Sum of the high watermarks of every partition of every topic at bootstrap $1.
 sum_watermarks() {
