@@ -88,3 +88,4 @@ print(f"cpu per probe: {statistics.median(total):.1f} us")
 for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1])):
     print(f"  {k:<16} {statistics.median(v):6.1f} us")
 EOF
+rm -rf "$OUT"
